@@ -1,0 +1,29 @@
+"""Explicit discovery: importing this module imports every module that registers a model,
+task, search or schedule (DESIGN §3: no directory scanning), and lists the presets."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from seqlab import registry
+
+# Modules that register entries are imported here, one line each, as they land.
+REGISTERING_MODULES: tuple[str, ...] = ()
+
+PRESET_DIR = Path(__file__).resolve().parent.parent / "configs"
+
+
+def load_all() -> dict[str, registry.Registry]:
+    """Import every registering module; return the registries by plural kind."""
+    import importlib
+
+    for name in REGISTERING_MODULES:
+        importlib.import_module(name)
+    return registry.ALL
+
+
+def presets(directory: Path = PRESET_DIR) -> list[Path]:
+    """The YAML presets shipped with seqlab (the ``configs/`` folder of the source tree)."""
+    if not directory.is_dir():
+        return []
+    return sorted(directory.glob("*.yaml"))

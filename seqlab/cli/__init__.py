@@ -1,0 +1,1 @@
+"""seqlab command line: thin wrappers over library functions (DESIGN §1)."""

@@ -1,0 +1,85 @@
+"""``seqlab`` entry point: ``seqlab --version``, ``seqlab list``, ``seqlab demo``.
+
+User errors (bad config, missing file, invalid data) print one clear line and exit with
+code 2; ``--debug`` shows the traceback instead.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import sys
+from collections.abc import Sequence
+
+from seqlab import __version__
+
+USER_ERRORS = (ValueError, KeyError, FileNotFoundError, PermissionError, UnicodeDecodeError)
+
+
+def _cmd_list(args: argparse.Namespace) -> int:
+    from seqlab import catalog
+
+    registries = catalog.load_all()
+    for kind, reg in registries.items():
+        print(f"{kind} ({len(reg)}):")
+        if not len(reg):
+            print("  (none yet)")
+        for entry in reg:
+            print(f"  {entry.name:<24} {entry.doc}")
+            if args.fields and entry.config_cls is not None:
+                for f in dataclasses.fields(entry.config_cls):
+                    default = "" if f.default is dataclasses.MISSING else f" = {f.default!r}"
+                    print(f"      {f.name}: {f.type}{default}")
+    found = catalog.presets()
+    print(f"presets ({len(found)}):")
+    if not found:
+        print("  (none yet)")
+    for path in found:
+        print(f"  {path.stem:<24} {path}")
+    return 0
+
+
+def _cmd_demo(args: argparse.Namespace) -> int:
+    from seqlab.demo import run_demo
+
+    return run_demo(seconds=args.seconds, seed=args.seed)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="seqlab", description=__doc__.splitlines()[0])
+    parser.add_argument("--version", action="version", version=f"seqlab {__version__}")
+    parser.add_argument("--debug", action="store_true", help="show tracebacks for errors")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+
+    p = sub.add_parser("list", help="registered models, tasks, searches, schedules, presets")
+    p.add_argument("--fields", action="store_true", help="also print each config's fields")
+    p.set_defaults(func=_cmd_list)
+
+    p = sub.add_parser("demo", help="the notes' worked examples + a small model trained on CPU")
+    p.add_argument("--seconds", type=float, default=60.0, help="training time budget")
+    p.add_argument("--seed", type=int, default=0)
+    p.set_defaults(func=_cmd_demo)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if not getattr(args, "func", None):
+        parser.print_help()
+        return 0
+    try:
+        return int(args.func(args) or 0)
+    except USER_ERRORS as exc:
+        if args.debug:
+            raise
+        msg = exc.args[0] if isinstance(exc, KeyError) and exc.args else exc
+        print(f"seqlab: error: {msg}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("seqlab: interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())
