@@ -11,7 +11,6 @@ STAMP := $(VENV)/.seqlab-installed
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install -q --upgrade pip
 
 $(STAMP): $(PY) pyproject.toml
 	$(PY) -m pip install -q "torch==$(TORCH_VERSION)"

@@ -66,7 +66,9 @@ def _coerce(value: Any, hint: Any, where: str) -> Any:
         if origin is tuple and args:
             if len(args) != len(value):
                 raise ConfigError(f"{where}: expected {len(args)} items, got {len(value)}")
-            return tuple(_coerce(v, a, f"{where}[{i}]") for i, (v, a) in enumerate(zip(value, args)))
+            return tuple(
+                _coerce(v, a, f"{where}[{i}]") for i, (v, a) in enumerate(zip(value, args))
+            )
         return [_coerce(v, item, f"{where}[{i}]") for i, v in enumerate(value)]
     if dataclasses.is_dataclass(hint):
         if isinstance(value, hint):
@@ -228,9 +230,7 @@ def _deep_merge(
         if key not in names:
             line = lines.get(at)
             where = f"{file}:{line}" if line else file
-            raise ConfigError(
-                f"{where}: unknown key '{'.'.join(at)}'.{_closest(str(key), names)}"
-            )
+            raise ConfigError(f"{where}: unknown key '{'.'.join(at)}'.{_closest(str(key), names)}")
         sub = hints[key]
         if dataclasses.is_dataclass(sub) and isinstance(value, dict):
             out[key] = _deep_merge(out.get(key) or {}, value, sub, file, lines, at)

@@ -14,9 +14,7 @@ from seqlab.nn.masks import (
 
 def test_padding_mask_from_lengths():
     m = padding_mask(torch.tensor([3, 1, 0]), max_len=4)
-    expected = torch.tensor(
-        [[True, True, True, False], [True, False, False, False], [False] * 4]
-    )
+    expected = torch.tensor([[True, True, True, False], [True, False, False, False], [False] * 4])
     assert m.dtype == torch.bool
     assert torch.equal(m, expected)
     assert padding_mask(torch.tensor([2, 5])).shape == (2, 5)

@@ -1,0 +1,199 @@
+"""Multi-head attention (Vaswani et al. 2017, §3.2.2) and its key/value cache.
+
+    MultiHead(Q, K, V) = Concat(head_1, …, head_h) W^O
+    head_i             = Attention(Q W_i^Q, K W_i^K, V W_i^V)
+    Attention(Q, K, V) = softmax(QKᵀ / √d_k) V                        (eq. 1)
+
+with d_k = d_v = d_model / h. The h per-head projections W_i^Q ∈ ℝ^{d_model×d_k} are
+stored side by side as one ``nn.Linear(d_model, d_model)`` per role (``W_q``, ``W_k``,
+``W_v``), whose output is split into heads; ``W_o`` is W^O.
+
+Two paths compute the same function:
+  * fast (``need_weights=False``): ``torch.nn.functional.scaled_dot_product_attention``;
+  * readable (``need_weights=True``): ``scaled_dot`` from ``seqlab.nn.attention``,
+    ``masked_softmax``, dropout, weighted sum; also returns the per-head weights.
+tests/nn/test_multihead.py proves they agree (values and gradients) and that both equal
+``torch.nn.MultiheadAttention`` with copied weights.
+
+Incremental decoding: ``project_kv`` projects keys/values once into a ``KVCache``
+(already split into heads); ``KVCache.cat`` appends the new step's keys/values and
+``attend`` runs the queries of the new step(s) against the cache.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from seqlab.nn.attention import scaled_dot
+from seqlab.nn.masks import masked_softmax
+
+
+@dataclass
+class KVCache:
+    """Projected keys and values, split into heads: k = K W^K, v = V W^V per head.
+
+    Shapes:
+        k: (B, H, S, Dh)
+        v: (B, H, S, Dh)
+    """
+
+    k: Tensor
+    v: Tensor
+
+    def cat(self, other: KVCache) -> KVCache:
+        """Append ``other`` after ``self`` along the key axis S (incremental self-attention)."""
+        k = torch.cat([self.k, other.k], dim=2)  # (B, H, S + S', Dh)
+        v = torch.cat([self.v, other.v], dim=2)  # (B, H, S + S', Dh)
+        return KVCache(k, v)
+
+    def reorder(self, index: Tensor) -> KVCache:
+        """Select batch rows (beam search: keep the cache of each surviving hypothesis).
+
+        Shapes: index (B',) long -> KVCache with batch B'.
+        """
+        k = self.k.index_select(0, index)  # (B', H, S, Dh)
+        v = self.v.index_select(0, index)  # (B', H, S, Dh)
+        return KVCache(k, v)
+
+    @property
+    def length(self) -> int:
+        """S, the number of cached key positions."""
+        return self.k.shape[2]
+
+
+class MultiHeadAttention(nn.Module):
+    """Multi-head scaled dot-product attention, Vaswani 2017 §3.2.2 and eq. 1.
+
+        q = Q W_q, k = K W_k, v = V W_v       split into H heads of width d_k = d_model / H
+        z_h = softmax(q_h k_hᵀ / √d_k) v_h     one per head (masked, dropout on the weights)
+        out = Concat(z_1 … z_H) W_o
+
+    Deviations: the projections have biases when ``bias=True`` (the paper's are linear;
+    ``torch.nn.MultiheadAttention`` has them too); dropout on the attention weights is
+    from the reference implementation (tensor2tensor), not in the paper's equations.
+    A query row whose mask keeps no key gets z = 0 (not NaN) on both paths. The returned
+    weights are α before dropout (the attention distribution), whereas
+    ``torch.nn.MultiheadAttention`` returns them after dropout; in eval mode they agree.
+
+    Shapes:
+        query:   (B, T, d_model)
+        key:     (B, S, d_model)
+        value:   (B, S, d_model)
+        mask:    bool, True = keep, broadcastable to (B, H, T, S): (B, 1, T, S),
+                 (B, 1, 1, S) or (T, S) (see ``seqlab.nn.masks.attention_mask``)
+        returns: out (B, T, d_model); weights (B, H, T, S) when need_weights, else None
+    """
+
+    def __init__(self, d_model: int, n_heads: int, dropout: float = 0.0, bias: bool = True):
+        super().__init__()
+        if n_heads <= 0 or d_model % n_heads != 0:
+            raise ValueError(f"d_model={d_model} must be a positive multiple of n_heads={n_heads}")
+        if not 0.0 <= dropout < 1.0:
+            raise ValueError(f"dropout must be in [0, 1), got {dropout}")
+        self.d_model = d_model
+        self.n_heads = n_heads
+        self.d_k = d_model // n_heads
+        self.dropout = dropout
+        self.W_q = nn.Linear(d_model, d_model, bias=bias)
+        self.W_k = nn.Linear(d_model, d_model, bias=bias)
+        self.W_v = nn.Linear(d_model, d_model, bias=bias)
+        self.W_o = nn.Linear(d_model, d_model, bias=bias)
+
+    def _split_heads(self, x: Tensor) -> Tensor:
+        B, L, _ = x.shape
+        x = x.view(B, L, self.n_heads, self.d_k)  # (B, L, H, Dh)
+        return x.transpose(1, 2)  # (B, H, L, Dh)
+
+    def project_kv(self, key: Tensor, value: Tensor) -> KVCache:
+        """k = K W_k and v = V W_v, split into heads.
+
+        Shapes: key (B, S, d_model), value (B, S, d_model) -> KVCache (B, H, S, Dh).
+        """
+        k = self._split_heads(self.W_k(key))  # (B, H, S, Dh)
+        v = self._split_heads(self.W_v(value))  # (B, H, S, Dh)
+        return KVCache(k, v)
+
+    def attend(
+        self,
+        query: Tensor,
+        kv: KVCache,
+        mask: Tensor | None = None,
+        need_weights: bool = False,
+    ) -> tuple[Tensor, Tensor | None]:
+        """Attention of ``query`` over already projected keys/values.
+
+        Shapes:
+            query:   (B, T, d_model)
+            kv:      KVCache (B, H, S, Dh)
+            mask:    bool, True = keep, broadcastable to (B, H, T, S)
+            returns: out (B, T, d_model); α (B, H, T, S) or None
+        """
+        B, T, _ = query.shape
+        self._check_mask(mask, (B, self.n_heads, T, kv.length))
+        q = self._split_heads(self.W_q(query))  # (B, H, T, Dh)
+        p = self.dropout if self.training else 0.0
+        if need_weights:
+            alpha = self._readable(q, kv, mask)  # (B, H, T, S)
+            alpha_drop = F.dropout(alpha, p=p) if p > 0 else alpha  # (B, H, T, S)
+            z = alpha_drop @ kv.v  # (B, H, T, Dh)
+        else:
+            alpha = None
+            z = self._fused(q, kv, mask, p)  # (B, H, T, Dh)
+        z = z.transpose(1, 2).reshape(B, T, self.d_model)  # (B, T, d_model)  Concat(heads)
+        return self.W_o(z), alpha  # (B, T, d_model)
+
+    def forward(
+        self,
+        query: Tensor,
+        key: Tensor,
+        value: Tensor,
+        mask: Tensor | None = None,
+        need_weights: bool = False,
+    ) -> tuple[Tensor, Tensor | None]:
+        """MultiHead(Q, K, V) = Concat(head_1 … head_H) W_o; see the class docstring."""
+        return self.attend(query, self.project_kv(key, value), mask, need_weights)
+
+    @staticmethod
+    def _readable(q: Tensor, kv: KVCache, mask: Tensor | None) -> Tensor:
+        """α = softmax(q kᵀ / √d_k) restricted to the mask (zeros for fully masked rows)."""
+        e = scaled_dot(q, kv.k)  # (B, H, T, S)
+        return masked_softmax(e, mask)  # (B, H, T, S)
+
+    @staticmethod
+    def _fused(q: Tensor, kv: KVCache, mask: Tensor | None, p: float) -> Tensor:
+        """softmax(q kᵀ / √d_k) v with PyTorch's fused kernel (same scale 1/√d_k).
+
+        SDPA's bool mask uses the same convention (True = take part). A query row that
+        keeps no key is NaN on some SDPA backends, so such rows are un-masked for the
+        kernel and their output set to zero afterwards: z = 0 and no gradient flows
+        through them, exactly as with ``masked_softmax`` on the readable path.
+        """
+        if mask is None:
+            return F.scaled_dot_product_attention(q, kv.k, kv.v, dropout_p=p)  # (B, H, T, Dh)
+        row_keep = mask.any(dim=-1, keepdim=True)  # (..., T, 1)  rows that see some key
+        attn_mask = mask | ~row_keep  # (..., T, S)
+        z = F.scaled_dot_product_attention(q, kv.k, kv.v, attn_mask=attn_mask, dropout_p=p)
+        return z * row_keep  # (B, H, T, Dh)
+
+    @staticmethod
+    def _check_mask(mask: Tensor | None, scores_shape: tuple[int, int, int, int]) -> None:
+        if mask is None:
+            return
+        if mask.dtype != torch.bool:
+            raise TypeError(f"mask must be torch.bool (True = keep), got {mask.dtype}")
+        try:
+            ok = torch.broadcast_shapes(mask.shape, scores_shape) == torch.Size(scores_shape)
+        except RuntimeError:
+            ok = False
+        if not ok:
+            raise ValueError(
+                f"mask of shape {tuple(mask.shape)} does not broadcast to the scores "
+                f"(B, H, T, S) = {scores_shape}; pass (B, 1, T, S), (B, 1, 1, S) or (T, S)"
+            )
+
+    def extra_repr(self) -> str:
+        return f"d_model={self.d_model}, n_heads={self.n_heads}, dropout={self.dropout}"

@@ -1,0 +1,295 @@
+"""Transformer decoder layer and stack, teacher-forced and incremental (K/V-cached).
+
+Vaswani et al. 2017, §3.1: each decoder layer has three sublayers — masked
+self-attention (position i sees positions ≤ i, §3.2.3), encoder–decoder attention
+(queries from the layer below, keys and values from the encoder output "memory"), and
+the position-wise FFN — each wrapped by ``ResidualSublayers`` (post-norm as in the
+paper, or pre-norm).
+
+Incremental decoding: the self-attention keys/values of positions already decoded do not
+change when a new position is appended (causal mask), so each layer caches them
+(``DecoderLayerState.self_kv`` grows by one position per step) and the encoder–decoder
+keys/values are projected once from the memory (``cross_kv``). ``step`` then costs
+O(t) per position instead of re-running O(t²). tests/nn/test_transformer_decoder.py
+proves cached step decoding == the teacher-forced forward with a causal mask.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from torch import Tensor, nn
+
+from seqlab.nn.masks import attention_mask, causal_mask
+from seqlab.nn.multihead import KVCache, MultiHeadAttention
+from seqlab.nn.transformer import Activation, FeedForward, ResidualSublayers
+
+# (α_self (B, H, T, T), α_cross (B, H, T, S)) of one decoder layer.
+LayerWeights = tuple[Tensor, Tensor]
+
+
+@dataclass
+class DecoderLayerState:
+    """One decoder layer's caches for incremental decoding.
+
+    Shapes:
+        self_kv:  KVCache (B, H, t, Dh), keys/values of the t positions decoded so far
+        cross_kv: KVCache (B, H, S, Dh), keys/values of the memory (computed once)
+    """
+
+    self_kv: KVCache
+    cross_kv: KVCache
+
+    def reorder(self, index: Tensor) -> DecoderLayerState:
+        """Keep batch rows ``index`` (B',) — beam search's surviving hypotheses."""
+        return DecoderLayerState(self.self_kv.reorder(index), self.cross_kv.reorder(index))
+
+
+@dataclass
+class TransformerDecoderState:
+    """The decoder stack's state between ``step`` calls.
+
+    Shapes:
+        layers:      N DecoderLayerState
+        memory_mask: (B, S) bool, True = real source token, or None
+        weights:     of the last step, per layer (α_self (B, H, T', t), α_cross
+                     (B, H, T', S)) when ``step(..., need_weights=True)``, else None
+    """
+
+    layers: list[DecoderLayerState]
+    memory_mask: Tensor | None
+    weights: list[LayerWeights] | None = None
+
+    @property
+    def length(self) -> int:
+        """t, the number of positions decoded so far (the positional-encoding offset)."""
+        return self.layers[0].self_kv.length
+
+    def reorder(self, index: Tensor) -> TransformerDecoderState:
+        """Keep batch rows ``index`` (B',) in every cache and mask."""
+        memory_mask = self.memory_mask
+        if memory_mask is not None:
+            memory_mask = memory_mask.index_select(0, index)  # (B', S)
+        weights = None
+        if self.weights is not None:
+            # per layer (B', H, T', t), (B', H, T', S)
+            weights = [
+                (a.index_select(0, index), c.index_select(0, index)) for a, c in self.weights
+            ]
+        return TransformerDecoderState(
+            [layer.reorder(index) for layer in self.layers], memory_mask, weights
+        )
+
+
+class TransformerDecoderLayer(ResidualSublayers):
+    """One decoder layer, Vaswani 2017 §3.1 (post-norm shown; pre-norm: ResidualSublayers).
+
+        a = MultiHead(y, y, y)              masked: position i sees j ≤ i (§3.2.3)
+        y ← LayerNorm(y + Dropout(a))
+        c = MultiHead(y, memory, memory)    encoder–decoder attention, memory padding masked
+        y ← LayerNorm(y + Dropout(c))
+        y ← LayerNorm(y + Dropout(FFN(y)))
+
+    Parameter names follow ``torch.nn.TransformerDecoderLayer`` where they can
+    (``self_attn``, ``cross_attn`` = its ``multihead_attn``, ``norm1..3``; its
+    linear1/linear2 are ``ffn.W_1``/``ffn.W_2``).
+
+    Deviations: dropout also on attention weights and FFN hidden units (tensor2tensor);
+    ``norm_first=True`` is the pre-norm variant, not the paper.
+
+    Shapes:
+        y:           (B, T, D)
+        memory:      (B, S, D)
+        self_mask:   bool, True = keep, broadcastable to (B, H, T, T), e.g. (B, 1, T, T)
+                     from ``attention_mask(tgt_mask, causal_mask(T))``
+        memory_mask: bool, True = keep, broadcastable to (B, H, T, S), e.g. (B, 1, 1, S)
+        returns:     y (B, T, D); (α_self (B, H, T, T), α_cross (B, H, T, S)) or None
+    """
+
+    def __init__(
+        self,
+        d_model: int,
+        n_heads: int,
+        d_ff: int,
+        dropout: float = 0.1,
+        activation: Activation = "relu",
+        norm_first: bool = False,
+        layer_norm_eps: float = 1e-5,
+    ) -> None:
+        super().__init__(dropout, norm_first)
+        self.self_attn = MultiHeadAttention(d_model, n_heads, dropout)
+        self.cross_attn = MultiHeadAttention(d_model, n_heads, dropout)
+        self.ffn = FeedForward(d_model, d_ff, dropout, activation)
+        self.norm1 = nn.LayerNorm(d_model, eps=layer_norm_eps)
+        self.norm2 = nn.LayerNorm(d_model, eps=layer_norm_eps)
+        self.norm3 = nn.LayerNorm(d_model, eps=layer_norm_eps)
+
+    def forward(
+        self,
+        y: Tensor,
+        memory: Tensor,
+        self_mask: Tensor | None = None,
+        memory_mask: Tensor | None = None,
+        need_weights: bool = False,
+    ) -> tuple[Tensor, LayerWeights | None]:
+        cross_kv = self.cross_attn.project_kv(memory, memory)  # (B, H, S, Dh)
+        y, _, weights = self.sublayers(y, None, cross_kv, self_mask, memory_mask, need_weights)
+        return y, weights
+
+    def init_state(self, memory: Tensor) -> DecoderLayerState:
+        """Empty self-attention cache (t = 0) and the memory's projected keys/values."""
+        B = memory.size(0)
+        H, Dh = self.self_attn.n_heads, self.self_attn.d_k
+        empty = memory.new_zeros(B, H, 0, Dh)  # (B, H, 0, Dh)
+        return DecoderLayerState(KVCache(empty, empty), self.cross_attn.project_kv(memory, memory))
+
+    def step(
+        self,
+        y_new: Tensor,
+        state: DecoderLayerState,
+        memory_mask: Tensor | None = None,
+        need_weights: bool = False,
+    ) -> tuple[Tensor, DecoderLayerState, LayerWeights | None]:
+        """Decode T' new positions (usually 1) after the t cached ones.
+
+        Shapes: y_new (B, T', D); memory_mask broadcastable to (B, H, T', S)
+                -> y (B, T', D), state with self_kv (B, H, t+T', Dh), weights or None.
+        """
+        T_new, t = y_new.size(1), state.self_kv.length
+        # One new position may see every cached one; several need the shifted causal band.
+        self_mask = None
+        if T_new > 1:
+            self_mask = causal_mask(T_new, t + T_new, y_new.device)  # (T', t+T')
+        y, self_kv, weights = self.sublayers(
+            y_new, state.self_kv, state.cross_kv, self_mask, memory_mask, need_weights
+        )
+        return y, DecoderLayerState(self_kv, state.cross_kv), weights
+
+    def sublayers(
+        self,
+        y: Tensor,
+        past_kv: KVCache | None,
+        cross_kv: KVCache,
+        self_mask: Tensor | None,
+        memory_mask: Tensor | None,
+        need_weights: bool,
+    ) -> tuple[Tensor, KVCache, LayerWeights | None]:
+        """The three wrapped sublayers; ``past_kv`` holds earlier positions' self K/V.
+
+        Shapes: y (B, T, D), past_kv (B, H, t, Dh) or None -> y (B, T, D),
+                self K/V (B, H, t+T, Dh), weights or None.
+        """
+        h = self.sublayer_in(y, self.norm1)  # (B, T, D)
+        self_kv = self.self_attn.project_kv(h, h)  # (B, H, T, Dh)
+        if past_kv is not None:
+            self_kv = past_kv.cat(self_kv)  # (B, H, t+T, Dh)
+        # a (B, T, D), α_self (B, H, T, t+T) or None
+        a, alpha_self = self.self_attn.attend(h, self_kv, self_mask, need_weights)
+        y = self.sublayer_out(y, a, self.norm1)  # (B, T, D)
+
+        h = self.sublayer_in(y, self.norm2)  # (B, T, D)
+        # c (B, T, D), α_cross (B, H, T, S) or None
+        c, alpha_cross = self.cross_attn.attend(h, cross_kv, memory_mask, need_weights)
+        y = self.sublayer_out(y, c, self.norm2)  # (B, T, D)
+
+        h = self.sublayer_in(y, self.norm3)  # (B, T, D)
+        y = self.sublayer_out(y, self.ffn(h), self.norm3)  # (B, T, D)
+        weights = (alpha_self, alpha_cross) if need_weights else None
+        return y, self_kv, weights
+
+
+class TransformerDecoder(nn.Module):
+    """A stack of N decoder layers (Vaswani 2017 §3.1), teacher-forced or step by step.
+
+    Takes the already embedded and position-encoded target (shifted right by the model).
+    ``forward`` applies the causal mask itself; ``init_state`` + ``step`` decode
+    incrementally with per-layer K/V caches and give the same outputs.
+
+    Deviations: with ``norm_first=True`` a final LayerNorm follows the last layer (the
+    standard pre-norm stack); with the paper's post-norm there is none. ``step`` has no
+    target padding mask (every decoded position is kept).
+
+    Shapes:
+        y:           (B, T, D)
+        memory:      (B, S, D), the encoder output
+        tgt_mask:    (B, T) bool, True = real target token (None: no padding)
+        memory_mask: (B, S) bool, True = real source token (None: no padding)
+        returns:     y (B, T, D); per layer (α_self (B, H, T, T), α_cross (B, H, T, S))
+                     when need_weights, else None
+    """
+
+    def __init__(
+        self,
+        n_layers: int,
+        d_model: int,
+        n_heads: int,
+        d_ff: int,
+        dropout: float = 0.1,
+        activation: Activation = "relu",
+        norm_first: bool = False,
+        layer_norm_eps: float = 1e-5,
+    ) -> None:
+        super().__init__()
+        self.layers = nn.ModuleList(
+            TransformerDecoderLayer(
+                d_model, n_heads, d_ff, dropout, activation, norm_first, layer_norm_eps
+            )
+            for _ in range(n_layers)
+        )
+        self.norm = nn.LayerNorm(d_model, eps=layer_norm_eps) if norm_first else None
+
+    def forward(
+        self,
+        y: Tensor,
+        memory: Tensor,
+        tgt_mask: Tensor | None = None,
+        memory_mask: Tensor | None = None,
+        need_weights: bool = False,
+    ) -> tuple[Tensor, list[LayerWeights] | None]:
+        T = y.size(1)
+        self_mask = attention_mask(tgt_mask, causal_mask(T, T, y.device))  # (B, 1, T, T)
+        cross_mask = attention_mask(memory_mask)  # (B, 1, 1, S) or None
+        weights: list[LayerWeights] = []
+        for layer in self.layers:
+            y, w = layer(y, memory, self_mask, cross_mask, need_weights)  # (B, T, D)
+            if w is not None:
+                weights.append(w)
+        if self.norm is not None:
+            y = self.norm(y)  # (B, T, D)
+        return y, (weights if need_weights else None)
+
+    def init_state(
+        self, memory: Tensor, memory_mask: Tensor | None = None
+    ) -> TransformerDecoderState:
+        """Nothing decoded yet; the memory's keys/values projected once per layer.
+
+        Shapes: memory (B, S, D), memory_mask (B, S) bool or None.
+        """
+        return TransformerDecoderState(
+            [layer.init_state(memory) for layer in self.layers], memory_mask
+        )
+
+    def step(
+        self, y_t: Tensor, state: TransformerDecoderState, need_weights: bool = False
+    ) -> tuple[Tensor, TransformerDecoderState]:
+        """Decode the next position(s) given everything decoded so far (in ``state``).
+
+        The caller adds the positional encoding of position ``state.length`` to y_t.
+
+        Shapes: y_t (B, 1, D) (or (B, T', D) to feed several known positions at once)
+                -> out (B, 1, D) (resp. (B, T', D)) and the state with t grown by 1 (T').
+        """
+        cross_mask = attention_mask(state.memory_mask)  # (B, 1, 1, S) or None
+        layers: list[DecoderLayerState] = []
+        weights: list[LayerWeights] = []
+        for layer, layer_state in zip(self.layers, state.layers):
+            y_t, layer_state, w = layer.step(y_t, layer_state, cross_mask, need_weights)
+            layers.append(layer_state)
+            if w is not None:
+                weights.append(w)
+        if self.norm is not None:
+            y_t = self.norm(y_t)  # (B, T', D)
+        new_state = TransformerDecoderState(
+            layers, state.memory_mask, weights if need_weights else None
+        )
+        return y_t, new_state
