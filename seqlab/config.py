@@ -19,10 +19,12 @@ from typing import Any, Literal, TypeVar, Union
 
 import yaml
 
+from seqlab.errors import SeqlabError
+
 C = TypeVar("C")
 
 
-class ConfigError(ValueError):
+class ConfigError(SeqlabError, ValueError):
     """A configuration value or key is wrong; the message says where and what to do."""
 
 

@@ -12,8 +12,10 @@ import sys
 from collections.abc import Sequence
 
 from seqlab import __version__
+from seqlab.errors import SeqlabError
 
-USER_ERRORS = (ValueError, KeyError, FileNotFoundError, PermissionError, UnicodeDecodeError)
+# Errors caused by the user's input: one line on stderr, exit code 2 (traceback: --debug).
+USER_ERRORS = (SeqlabError, KeyError, FileNotFoundError, PermissionError, UnicodeDecodeError)
 
 
 def _cmd_list(args: argparse.Namespace) -> int:

@@ -1,0 +1,101 @@
+"""Fast path of :class:`seqlab.nn.recurrent.Recurrent`: torch's fused multi-layer RNN kernels.
+
+The parameters live in the cells (:mod:`seqlab.nn.cells`) only. Each call assembles torch's
+flat weight list from them with differentiable ops (slices, ``torch.cat``, negation for the
+GRU's z = 1 − Γu) and hands it to ``torch._VF.rnn_tanh / rnn_relu / gru / lstm`` — the same
+kernels ``nn.RNN/GRU/LSTM.forward`` call — so autograd carries the gradients back to the
+cells' parameters and there is one home for every weight. Variable lengths go through
+``pack_padded_sequence(enforce_sorted=False)``, exactly as ``nn.LSTM`` does with a packed
+input: the kernel never sees padding, padded outputs are zero and the final state of each
+sequence is taken at its last real step (the backward direction starts there).
+
+Why ``torch._VF`` rather than ``torch.func.functional_call`` on a hidden ``nn.LSTM``: the
+module would own a second, unused copy of every weight and its weight-flattening cache;
+calling the kernel with our list is what the module does internally, without the copy.
+Cost: the weights are re-assembled each call (O(parameters), small next to O(B·T·H²)); on
+CUDA, cuDNN also copies them into its own flat buffer each call (it may warn that the
+weights are "not part of single contiguous chunk of memory").
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+import torch
+from torch import _VF, Tensor
+from torch.nn.utils.rnn import PackedSequence, pack_padded_sequence, pad_packed_sequence
+
+Mode = Literal["rnn_tanh", "rnn_relu", "gru", "lstm"]
+State = Tensor | tuple[Tensor, Tensor]
+
+_KERNELS = {"rnn_tanh": _VF.rnn_tanh, "rnn_relu": _VF.rnn_relu, "gru": _VF.gru, "lstm": _VF.lstm}
+
+
+def fused_forward(
+    mode: Mode,
+    x: Tensor,
+    lengths: Tensor | None,
+    initial_state: State,
+    flat_weights: list[Tensor],
+    bias: bool,
+    num_layers: int,
+    bidirectional: bool,
+    dropout: float,
+    training: bool,
+) -> tuple[Tensor, State]:
+    """Run torch's fused kernel over a batch-first input.
+
+    Shapes:
+        x:             (B, T, D)
+        lengths:       (B,) int, 1 ≤ lengths ≤ T, or None (all sequences have length T)
+        initial_state: (L·dirs, B, H), or a tuple of two of them (h0, c0) for "lstm"
+        flat_weights:  per layer, per direction: weight_ih, weight_hh[, bias_ih, bias_hh]
+        returns:       outputs (B, T, dirs·H), final state like initial_state
+    """
+    kernel = _KERNELS[mode]
+    hx = list(initial_state) if mode == "lstm" else initial_state
+    if lengths is None:
+        result = kernel(
+            x, hx, flat_weights, bias, num_layers, dropout, training, bidirectional, True
+        )
+        outputs, hidden = result[0], result[1:]  # (B, T, dirs·H), states (L·dirs, B, H)
+    else:
+        T = x.shape[1]
+        # packed.data: (ΣT_b, D), real tokens only, time-major, batch sorted by length
+        packed = pack_padded_sequence(x, lengths.cpu(), batch_first=True, enforce_sorted=False)
+        order = packed.sorted_indices  # (B,)
+        # The kernel sees the batch sorted by decreasing length: sort the states the same way.
+        if mode == "lstm":
+            hx = [s.index_select(1, order) for s in hx]  # (L·dirs, B, H) each
+        else:
+            hx = hx.index_select(1, order)  # (L·dirs, B, H)
+        result = kernel(  # (ΣT_b, dirs·H), final states (L·dirs, B, H) in sorted order
+            packed.data,
+            packed.batch_sizes,
+            hx,
+            flat_weights,
+            bias,
+            num_layers,
+            dropout,
+            training,
+            bidirectional,
+        )
+        out_packed = PackedSequence(  # (ΣT_b, dirs·H)
+            result[0], packed.batch_sizes, packed.sorted_indices, packed.unsorted_indices
+        )
+        # Padded positions are filled with zeros; the batch is back in its original order.
+        outputs, _ = pad_packed_sequence(  # (B, T, dirs·H)
+            out_packed, batch_first=True, total_length=T
+        )
+        hidden = [s.index_select(1, packed.unsorted_indices) for s in result[1:]]  # (L·dirs, B, H)
+    if mode == "lstm":
+        return outputs, (hidden[0], hidden[1])
+    return outputs, hidden[0]
+
+
+def flat_weights_of(cells: list[torch.nn.Module]) -> list[Tensor]:
+    """torch's flat weight list built from the cells (ordered layer-major, then direction)."""
+    flat: list[Tensor] = []
+    for cell in cells:
+        flat.extend(p for p in cell.to_torch_params() if p is not None)
+    return flat
