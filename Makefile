@@ -6,6 +6,7 @@ PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.seqlab-installed
+LINT_PATHS := $(wildcard seqlab tests benchmarks)
 
 .PHONY: demo test lint format install clean
 
@@ -23,12 +24,12 @@ demo: $(STAMP)
 	$(VENV)/bin/seqlab demo
 
 lint: $(STAMP)
-	$(VENV)/bin/ruff check seqlab tests benchmarks
-	$(VENV)/bin/ruff format --check seqlab tests benchmarks
+	$(VENV)/bin/ruff check $(LINT_PATHS)
+	$(VENV)/bin/ruff format --check $(LINT_PATHS)
 
 format: $(STAMP)
-	$(VENV)/bin/ruff format seqlab tests benchmarks
-	$(VENV)/bin/ruff check --fix seqlab tests benchmarks
+	$(VENV)/bin/ruff format $(LINT_PATHS)
+	$(VENV)/bin/ruff check --fix $(LINT_PATHS)
 
 test: lint
 	$(PY) -m pytest
