@@ -8,7 +8,12 @@ from pathlib import Path
 from seqlab import registry
 
 # Modules that register entries are imported here, one line each, as they land.
-REGISTERING_MODULES: tuple[str, ...] = ()
+REGISTERING_MODULES: tuple[str, ...] = (
+    "seqlab.train.schedules",
+    "seqlab.decode",
+    "seqlab.models.transformer",
+    "seqlab.tasks.algorithmic",
+)
 
 PRESET_DIR = Path(__file__).resolve().parent.parent / "configs"
 

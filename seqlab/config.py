@@ -32,7 +32,7 @@ def _hints(cls: type) -> dict[str, Any]:
     return typing.get_type_hints(cls)
 
 
-def _closest(name: str, options: list[str]) -> str:
+def closest_hint(name: str, options: list[str]) -> str:
     close = difflib.get_close_matches(name, options, n=1)
     return f" Did you mean '{close[0]}'?" if close else ""
 
@@ -105,7 +105,7 @@ def from_dict(cls: type[C], data: dict[str, Any], where: str = "config") -> C:
     for key, value in data.items():
         if key not in hints or key not in names:
             raise ConfigError(
-                f"{where}: unknown key '{key}' for {cls.__name__}.{_closest(key, names)} "
+                f"{where}: unknown key '{key}' for {cls.__name__}.{closest_hint(key, names)} "
                 f"Valid keys: {', '.join(names)}"
             )
         kwargs[key] = _coerce(value, hints[key], f"{where}.{key}")
@@ -162,7 +162,7 @@ def parse_override(text: str) -> tuple[list[str], Any]:
     return key.split("."), value
 
 
-def _set_path(data: dict[str, Any], path: list[str], value: Any) -> None:
+def set_path(data: dict[str, Any], path: list[str], value: Any) -> None:
     node = data
     for part in path[:-1]:
         node = node.setdefault(part, {})
@@ -178,13 +178,13 @@ def resolve(
     data = to_dict(cls())
     if preset is not None:
         loaded = load_yaml(preset)  # validates existence, encoding and syntax first
-        merged = _deep_merge(data, loaded, cls, str(preset), key_lines(preset), ())
+        merged = deep_merge(data, loaded, cls, str(preset), key_lines(preset), ())
     else:
         merged = data
     for text in overrides:
         path, value = parse_override(text)
         _check_path(cls, path, f"override '{text}'")
-        _set_path(merged, path, value)
+        set_path(merged, path, value)
     return from_dict(cls, merged, where=str(preset) if preset else "config")
 
 
@@ -195,7 +195,7 @@ def _check_path(cls: type, path: list[str], where: str) -> None:
             raise ConfigError(f"{where}: '{part}' is below a plain value")
         names = [f.name for f in dataclasses.fields(node)]
         if part not in names:
-            raise ConfigError(f"{where}: unknown key '{part}'.{_closest(part, names)}")
+            raise ConfigError(f"{where}: unknown key '{part}'.{closest_hint(part, names)}")
         node = _hints(node)[part]
 
 
@@ -216,7 +216,7 @@ def key_lines(path: str | Path) -> dict[tuple[str, ...], int]:
     return lines
 
 
-def _deep_merge(
+def deep_merge(
     base: dict,
     update: dict,
     cls: type,
@@ -232,10 +232,12 @@ def _deep_merge(
         if key not in names:
             line = lines.get(at)
             where = f"{file}:{line}" if line else file
-            raise ConfigError(f"{where}: unknown key '{'.'.join(at)}'.{_closest(str(key), names)}")
+            raise ConfigError(
+                f"{where}: unknown key '{'.'.join(at)}'.{closest_hint(str(key), names)}"
+            )
         sub = hints[key]
         if dataclasses.is_dataclass(sub) and isinstance(value, dict):
-            out[key] = _deep_merge(out.get(key) or {}, value, sub, file, lines, at)
+            out[key] = deep_merge(out.get(key) or {}, value, sub, file, lines, at)
         else:
             out[key] = value
     return out

@@ -1,0 +1,105 @@
+"""The task contract the Trainer drives, and the token-level loss every seq2seq task uses.
+
+A task owns its data (readers, tokenizer, examples), builds its model from the registry,
+turns example indices into batches, computes the loss and evaluates. The Trainer knows
+nothing else about it.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+
+@dataclass
+class LossOutput:
+    """Summed (not averaged) token losses of one batch.
+
+    The Trainer divides by the number of non-pad target tokens of the whole accumulated
+    and distributed batch (DESIGN §7), so 1 process × k accumulation == k processes.
+
+    Shapes:
+        loss_sum: () float — Σ over non-pad tokens of the training loss (label-smoothed)
+        nll_sum:  () float — Σ of −log p(y) (for perplexity), detached
+        n_tokens: int — non-pad target tokens in this batch
+    """
+
+    loss_sum: Tensor
+    nll_sum: Tensor
+    n_tokens: int
+
+
+def token_cross_entropy(
+    logits: Tensor, target: Tensor, pad_id: int, label_smoothing: float = 0.0
+) -> LossOutput:
+    """Σ_t CE(softmax(logits_t), y_t) over non-pad targets, in fp32.
+
+    With label smoothing ε (Szegedy et al. 2016; Vaswani 2017 §5.4) the target is
+    (1 − ε)·onehot(y) + ε/V.
+
+    Shapes:
+        logits: (B, T, V) any float dtype (upcast to fp32 here)
+        target: (B, T) long, pad_id at padding
+    """
+    flat = logits.float().flatten(0, 1)  # (B·T, V)
+    y = target.flatten()  # (B·T,)
+    loss_sum = F.cross_entropy(
+        flat, y, ignore_index=pad_id, reduction="sum", label_smoothing=label_smoothing
+    )
+    if label_smoothing:
+        with torch.no_grad():
+            nll_sum = F.cross_entropy(flat, y, ignore_index=pad_id, reduction="sum")
+    else:
+        nll_sum = loss_sum.detach()
+    return LossOutput(loss_sum, nll_sum, int((target != pad_id).sum()))
+
+
+class Task(ABC):
+    """Base class of every registered task.
+
+    Life cycle: ``__init__(cfg, data_dir, seed)`` → ``prepare(tokenizer_state)`` (load
+    data; train or restore the tokenizer) → ``build_model`` → batches by
+    ``train_lengths`` + ``collate`` → ``loss`` / ``evaluate``.
+    """
+
+    pad_id: int = 0
+
+    def __init__(self, cfg: Any, data_dir: Path | None = None, seed: int = 0) -> None:
+        self.cfg = cfg
+        self.data_dir = data_dir
+        self.seed = seed
+
+    @abstractmethod
+    def prepare(self, tokenizer_state: dict[str, Any] | None = None) -> None:
+        """Load/generate the data; restore the tokenizer from a checkpoint if given."""
+
+    def tokenizer_state(self) -> dict[str, Any] | None:
+        """JSON-serialisable tokenizer state saved in the run and every checkpoint."""
+        return None
+
+    @abstractmethod
+    def model_kwargs(self) -> dict[str, Any]:
+        """Arguments the model needs from the data (vocabulary sizes, pad id)."""
+
+    @abstractmethod
+    def train_lengths(self) -> np.ndarray:
+        """(N,) per-example cost length used by the token-budget batcher."""
+
+    @abstractmethod
+    def collate(self, indices: list[int], split: str = "train") -> Any:
+        """Example indices → a batch object with ``n_tokens`` and ``to(device)``."""
+
+    @abstractmethod
+    def loss(self, model: nn.Module, batch: Any, label_smoothing: float = 0.0) -> LossOutput:
+        """Summed loss of one batch (see LossOutput)."""
+
+    @abstractmethod
+    def evaluate(self, model: nn.Module, split: str = "valid") -> dict[str, float]:
+        """Metrics on a held-out split (model in eval mode, no gradients)."""
