@@ -86,3 +86,10 @@ def test_bad_literal_and_bad_yaml(tmp_path):
         resolve(Cfg, tmp_path / "missing.yaml")
     with pytest.raises(ConfigError, match="key=value"):
         resolve(Cfg, overrides=["d_model"])
+
+
+def test_float_without_dot_in_exponent_is_a_number():
+    # PyYAML (YAML 1.1) parses "5e-4" as a string; a float field must still accept it.
+    assert resolve(Cfg, overrides=["dropout=5e-4"]).dropout == 5e-4
+    with pytest.raises(ConfigError, match="expected a number"):
+        resolve(Cfg, overrides=["dropout=abc"])
