@@ -1,0 +1,305 @@
+"""Batched beam search with the GNMT length penalty and an exact stop rule.
+
+One search serves every model (DESIGN §6): the decoder is called on a fixed B·K batch
+(hypothesis k of input b lives in row b·K + k); candidate selection is one vectorised
+top-k over the K·V extensions of each input, and bookkeeping (back-pointers, the
+finished set) is separate from it. docs/decoding.md states the rules; in short:
+
+- Extensions are ranked by raw log P (as in Sutskever et al. 2014, Wu et al. 2016):
+  the 2K best of the K·V; an EOS extension among the K best *finishes* (|Y| counts that
+  EOS); the K best non-EOS extensions stay *live*. With K = 1 and α = 0 this is greedy
+  search, token for token.
+- Finished hypotheses are ranked by score(Y) = log P(Y) / lp(Y), lp(Y) = ((5+|Y|)/6)^α;
+  each input keeps its n_best best (ties: the earlier found stays ahead).
+- Stop rule, per input b: stop when b has n_best finished hypotheses and no live one can
+  beat the worst of them, i.e. max_h bound(s_h) ≤ worst kept score, with
+  bound(s) = max(s / lp(t+1), s / lp(max_len)) (``best_possible_score``: for α > 0 the
+  penalty still grows, so a live hypothesis can rise to s / lp(max_len)). At max_len the
+  live hypotheses are finalised as they are (no EOS). The rule is exact: stopping never
+  changes the result of running every input to max_len (``stop_early=False``, tested),
+  and n_best never changes the 1-best.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+from torch import Tensor
+
+from seqlab.decode.greedy import check_lengths
+from seqlab.decode.scoring import (
+    GNMT_FORMULA,
+    best_possible_score,
+    forbid_eos,
+    penalised_score,
+    step_log_probs,
+)
+from seqlab.decode.state import DecodeResult, StepDecoder, reorder_state, repeat_rows, state_device
+from seqlab.registry import SEARCHES
+
+STOP_RULE = (
+    "per input: stop when it has n_best finished hypotheses and "
+    "max_live max(s/lp(t+1), s/lp(max_len)) <= its worst kept score (s = raw log P of a "
+    "live hypothesis after t tokens); else at max_len, finalising live hypotheses as-is"
+)
+
+
+@dataclass
+class Candidates:
+    """Candidate selection of one step: the 2K best extensions of each input, best first.
+
+    Shapes:
+        log_prob: (B, 2K) raw log P(y_1 … y_t) of the extended hypothesis
+        beam:     (B, 2K) long, slot k ∈ [0, K) of the live hypothesis it extends
+        token:    (B, 2K) long, the appended token y_t
+        finishes: (B, 2K) bool, EOS extension ranked among the K best (and finite)
+        live:     (B, K) long, positions of the K best non-EOS extensions, best first
+    """
+
+    log_prob: Tensor
+    beam: Tensor
+    token: Tensor
+    finishes: Tensor
+    live: Tensor
+
+
+def select_candidates(live_log_prob: Tensor, log_p: Tensor, eos_id: int) -> Candidates:
+    """Rank the K·V one-token extensions of the live hypotheses by raw log-probability.
+
+        log P(y_≤t) = log P(y_<t) + log p(y_t | y_<t)
+
+    At most K of the K·V extensions end in EOS (one per slot), so the 2K best hold at
+    least K non-EOS ones: the live set never shrinks.
+
+    Shapes: live_log_prob (B, K) (−∞ for an empty slot), log_p (B, K, V), V ≥ 2
+            -> Candidates
+    """
+    B, K, V = log_p.shape
+    if V < 2:
+        raise ValueError(f"beam search needs a vocabulary of at least 2 tokens, got V={V}")
+    total = live_log_prob[:, :, None] + log_p  # (B, K, V)
+    top, index = total.reshape(B, K * V).topk(2 * K, dim=1)  # (B, 2K), (B, 2K) best first
+    beam = torch.div(index, V, rounding_mode="floor")  # (B, 2K)
+    token = index % V  # (B, 2K)
+    is_eos = token == eos_id  # (B, 2K)
+    rank = torch.arange(2 * K, device=log_p.device)  # (2K,)
+    finishes = is_eos & (rank < K) & torch.isfinite(top)  # (B, 2K)
+    # Distinct keys, non-EOS first in rank order: the first K are the K best non-EOS.
+    key = rank + is_eos.long() * (2 * K)  # (B, 2K)
+    live = key.argsort(dim=1)[:, :K]  # (B, K)
+    return Candidates(top, beam, token, finishes, live)
+
+
+@dataclass
+class Finished:
+    """Bookkeeping: the n_best best finished hypotheses of each input so far, best first.
+
+    ``parent`` is the live slot, at step |Y| − 1, that the last token extends (the rest of
+    the tokens are recovered from the back-pointers). Empty entries have valid = False,
+    score −∞ and length 0.
+
+    Shapes: every field (B, N)
+    """
+
+    score: Tensor
+    log_prob: Tensor
+    length: Tensor
+    last_token: Tensor
+    parent: Tensor
+    valid: Tensor
+
+    @classmethod
+    def empty(cls, B: int, N: int, dtype: torch.dtype, device: torch.device) -> Finished:
+        minus_inf = torch.full((B, N), float("-inf"), dtype=dtype, device=device)  # (B, N)
+        zeros = torch.zeros(B, N, dtype=torch.long, device=device)  # (B, N)
+        invalid = torch.zeros(B, N, dtype=torch.bool, device=device)  # (B, N)
+        return cls(minus_inf, minus_inf.clone(), zeros, zeros.clone(), zeros.clone(), invalid)
+
+    def add(
+        self,
+        log_prob: Tensor,
+        length: int,
+        last_token: Tensor,
+        parent: Tensor,
+        valid: Tensor,
+        alpha: float,
+    ) -> Finished:
+        """Merge M new hypotheses of length ``length``; keep the N best by penalised score.
+
+        Shapes: log_prob, last_token, parent, valid (B, M) -> Finished (B, N)
+        """
+        N = self.score.size(1)
+        score = penalised_score(log_prob, length, alpha)  # (B, M)
+        score = score.masked_fill(~valid, float("-inf"))  # (B, M)
+        lengths = torch.full_like(parent, length)  # (B, M)
+        merged = [
+            torch.cat([old, new], dim=1)  # (B, N + M)
+            for old, new in zip(
+                (self.score, self.log_prob, self.length, self.last_token, self.parent, self.valid),
+                (score, log_prob, lengths, last_token, parent, valid),
+            )
+        ]
+        # Stable: on equal scores the hypothesis found earlier (listed first) stays ahead.
+        order = merged[0].argsort(dim=1, descending=True, stable=True)[:, :N]  # (B, N)
+        return Finished(*(x.gather(1, order) for x in merged))
+
+    def cannot_improve(self, bound: Tensor) -> Tensor:
+        """The stop test: N finished and bound ≤ the worst kept score.  (B,) -> (B,) bool."""
+        return self.valid.all(dim=1) & (bound <= self.score[:, -1])  # (B,)
+
+
+@dataclass
+class BackPointers:
+    """Bookkeeping: per step t, each live slot's token y_t and the slot it came from.
+
+    Shapes: tokens[t−1], parents[t−1] (B, K) for steps t = 1 …
+    """
+
+    tokens: list[Tensor] = field(default_factory=list)
+    parents: list[Tensor] = field(default_factory=list)
+
+    def push(self, token: Tensor, parent: Tensor) -> None:
+        self.tokens.append(token)
+        self.parents.append(parent)
+
+    def backtrace(self, finished: Finished, pad_id: int) -> Tensor:
+        """The token sequences of the finished hypotheses, ``pad_id`` after |Y|.
+
+        Follows the back-pointers from step |Y| − 1 down to 1, all hypotheses at once
+        (a hypothesis joins when the step index reaches its own length).
+
+        Shapes: finished (B, N) -> (B, N, T), T = the longest |Y|
+        """
+        n = finished.length.masked_fill(~finished.valid, 0)  # (B, N)
+        T = int(n.max().item()) if n.numel() else 0
+        position = torch.arange(T, device=n.device)  # (T,)
+        out = torch.full((*n.shape, T), pad_id, dtype=torch.long, device=n.device)  # (B, N, T)
+        at_end = position == (n - 1)[:, :, None]  # (B, N, T)
+        out = torch.where(at_end, finished.last_token[:, :, None], out)  # (B, N, T)
+        slot = finished.parent  # (B, N), the slot at step |Y| − 1
+        for s in range(T - 1, 0, -1):
+            active = n > s  # (B, N)
+            y_s = self.tokens[s - 1].gather(1, slot)  # (B, N)
+            out[:, :, s - 1] = torch.where(active, y_s, out[:, :, s - 1])  # (B, N)
+            slot = torch.where(active, self.parents[s - 1].gather(1, slot), slot)  # (B, N)
+        return out
+
+
+@torch.no_grad()
+def beam_search(
+    decoder: StepDecoder,
+    state: Any,
+    batch_size: int,
+    bos_id: int,
+    eos_id: int,
+    max_len: int,
+    beam_size: int = 4,
+    n_best: int = 1,
+    alpha: float = 0.0,
+    min_len: int = 0,
+    pad_id: int = 0,
+    stop_early: bool = True,
+) -> DecodeResult:
+    """Beam search (width K = ``beam_size``) ranking finished hypotheses by GNMT's
+    score(Y) = log P(Y) / lp(Y), lp(Y) = ((5 + |Y|) / 6)^α (Wu et al. 2016, §7).
+
+    The state is expanded once to B·K rows (``repeat_rows``) and reordered after every
+    step to the surviving hypotheses (``reorder_state``). Only slot 0 of each input is
+    live at t = 1 (the others start at log P = −∞), so no hypothesis is found twice.
+    ``min_len``: EOS is forbidden at steps t ≤ min_len. ``stop_early=False`` runs every
+    input to max_len (same result, slower: the stop rule is exact). See the module
+    docstring and docs/decoding.md for the selection and stop rules.
+
+    Deviations: no coverage penalty (GNMT's cp); candidates are ranked by raw log P, the
+    penalty only ranks finished hypotheses (as GNMT, fairseq, OpenNMT-py).
+
+    Shapes:
+        state:   from the model's ``init_state``, batch B = ``batch_size``
+        returns: DecodeResult with tokens (B, N, T), lengths (B, N) (EOS counted),
+                 scores = log P / lp (B, N) sorted best first, log_probs = log P (B, N);
+                 N = ``n_best`` ≤ K
+    """
+    check_lengths(max_len, min_len)
+    if beam_size < 1 or not 1 <= n_best <= beam_size:
+        raise ValueError(f"need 1 <= n_best <= beam_size, got {n_best=} {beam_size=}")
+    B, K, N = batch_size, beam_size, n_best
+    device = state_device(state)
+    state = repeat_rows(state, B, K, device)  # batch B·K, row b·K + k = input b, slot k
+    row_start = torch.arange(B, device=device)[:, None] * K  # (B, 1)
+    y_prev = torch.full((B * K,), bos_id, dtype=torch.long, device=device)  # (B·K,)
+    live_log_prob = torch.full((B, K), float("-inf"), device=device)  # (B, K)
+    live_log_prob[:, 0] = 0.0
+    history = BackPointers()
+    finished: Finished | None = None
+    done = torch.zeros(B, dtype=torch.bool, device=device)  # (B,)
+    t = 0
+    for t in range(1, max_len + 1):
+        logits, state = decoder.step(y_prev, state)  # (B·K, V)
+        log_p = step_log_probs(logits)  # (B·K, V)
+        if t <= min_len:
+            log_p = forbid_eos(log_p, eos_id)  # (B·K, V)
+        log_p = log_p.view(B, K, -1)  # (B, K, V)
+        if finished is None:
+            finished = Finished.empty(B, N, log_p.dtype, device)
+            live_log_prob = live_log_prob.to(log_p.dtype)  # (B, K)
+
+        # Candidate selection.
+        cand = select_candidates(live_log_prob, log_p, eos_id)
+
+        # Bookkeeping: finished set, then the new live set and its back-pointers.
+        open_rows = ~done[:, None]  # (B, 1)
+        finished = finished.add(
+            cand.log_prob, t, cand.token, cand.beam, cand.finishes & open_rows, alpha
+        )
+        live_log_prob = cand.log_prob.gather(1, cand.live)  # (B, K)
+        live_beam = cand.beam.gather(1, cand.live)  # (B, K)
+        live_token = cand.token.gather(1, cand.live)  # (B, K)
+        history.push(live_token, live_beam)
+        if t == max_len:  # finalise the live hypotheses as they are, without EOS
+            keep = torch.isfinite(live_log_prob) & open_rows  # (B, K)
+            finished = finished.add(live_log_prob, t, live_token, live_beam, keep, alpha)
+            break
+        if stop_early:
+            best_live = live_log_prob.max(dim=1).values  # (B,)
+            bound = best_possible_score(best_live, t, max_len, alpha)  # (B,)
+            done = done | finished.cannot_improve(bound)  # (B,)
+            if bool(done.all()):
+                break
+        state = reorder_state(state, (row_start + live_beam).view(-1))  # batch B·K
+        y_prev = live_token.view(-1)  # (B·K,)
+
+    assert finished is not None  # max_len >= 1
+    tokens = history.backtrace(finished, pad_id)  # (B, N, T)
+    lengths = finished.length.masked_fill(~finished.valid, 0)  # (B, N)
+    meta = {
+        "search": "beam",
+        "beam_size": K,
+        "n_best": N,
+        "alpha": alpha,
+        "max_len": max_len,
+        "min_len": min_len,
+        "bos_id": bos_id,
+        "eos_id": eos_id,
+        "pad_id": pad_id,
+        "score": GNMT_FORMULA,
+        "stop_rule": STOP_RULE,
+        "stop_early": stop_early,
+        "steps": t,
+    }
+    return DecodeResult(tokens, lengths, finished.score, finished.log_prob, meta)
+
+
+@dataclass(frozen=True)
+class BeamConfig:
+    """Settings of ``beam_search`` (the ids come from the vocabulary, not the config)."""
+
+    max_len: int = 200
+    min_len: int = 0
+    beam_size: int = 4
+    n_best: int = 1
+    alpha: float = 0.0
+
+
+SEARCHES.register("beam", BeamConfig)(beam_search)

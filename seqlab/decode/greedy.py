@@ -1,0 +1,136 @@
+"""Greedy decoding, and the one-hypothesis-per-row loop that sampling shares.
+
+Greedy search picks ŷ_t = argmax_y log p(y | ŷ_<t, x) at every step (the notes, 003
+"Beam search": beam width 1 "essentially becomes greedy search"). It does not maximise
+log P(Y) over whole sequences; tests/decode/test_beam.py shows a tree where beam search
+with K = 2 finds a more probable sequence.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+from torch import Tensor
+
+from seqlab.decode.scoring import forbid_eos, step_log_probs
+from seqlab.decode.state import DecodeResult, StepDecoder, state_device
+from seqlab.registry import SEARCHES
+
+# Picks one token per row from the step's log-probabilities: (B, V) -> (B,) long.
+Chooser = Callable[[Tensor], Tensor]
+
+
+def check_lengths(max_len: int, min_len: int) -> None:
+    if max_len < 1:
+        raise ValueError(f"max_len must be >= 1, got {max_len}")
+    if not 0 <= min_len <= max_len:
+        raise ValueError(f"min_len must be in [0, max_len] = [0, {max_len}], got {min_len}")
+
+
+@torch.no_grad()
+def decode_one_per_row(
+    decoder: StepDecoder,
+    state: Any,
+    batch_size: int,
+    bos_id: int,
+    eos_id: int,
+    max_len: int,
+    choose: Chooser,
+    min_len: int = 0,
+    pad_id: int = 0,
+) -> tuple[Tensor, Tensor, Tensor]:
+    """Left-to-right decoding of one hypothesis per row, the next token from ``choose``.
+
+    Step t = 1 … max_len: log p_t = log_softmax(step(y_{t−1}, state)) with y_0 = BOS; for
+    t ≤ min_len EOS gets log p = −∞ (not renormalised); y_t = choose(log p_t). A row that
+    has emitted EOS is finished: later positions hold ``pad_id`` and add nothing to its
+    length or log-probability (the decoder still runs on it, fed EOS, so the batch keeps
+    its shape). Decoding stops when every row is finished or at max_len.
+
+    Shapes:
+        returns: tokens (B, T) long, T ≤ max_len; lengths (B,) long (EOS counted);
+                 log P(Y) (B,) float
+    """
+    check_lengths(max_len, min_len)
+    device = state_device(state)
+    B = batch_size
+    y_prev = torch.full((B,), bos_id, dtype=torch.long, device=device)  # (B,)
+    finished = torch.zeros(B, dtype=torch.bool, device=device)  # (B,)
+    lengths = torch.zeros(B, dtype=torch.long, device=device)  # (B,)
+    log_prob: Tensor | None = None
+    tokens: list[Tensor] = []
+    for t in range(1, max_len + 1):
+        logits, state = decoder.step(y_prev, state)  # (B, V)
+        log_p = step_log_probs(logits)  # (B, V)
+        if t <= min_len:
+            log_p = forbid_eos(log_p, eos_id)  # (B, V)
+        y_t = choose(log_p)  # (B,)
+        log_p_t = log_p.gather(1, y_t[:, None]).squeeze(1)  # (B,)
+        y_t = y_t.masked_fill(finished, pad_id)  # (B,)
+        log_p_t = log_p_t.masked_fill(finished, 0.0)  # (B,)
+        log_prob = log_p_t if log_prob is None else log_prob + log_p_t  # (B,)
+        lengths = lengths + (~finished).long()  # (B,)
+        finished = finished | (y_t == eos_id)  # (B,)
+        tokens.append(y_t)
+        if bool(finished.all()):
+            break
+        y_prev = y_t.masked_fill(finished, eos_id)  # (B,) a valid id for every decoder
+    assert log_prob is not None  # max_len >= 1
+    return torch.stack(tokens, dim=1), lengths, log_prob  # (B, T), (B,), (B,)
+
+
+def argmax_token(log_p: Tensor) -> Tensor:
+    """ŷ = argmax_y log p(y); ties go to the lowest token id.  (B, V) -> (B,)."""
+    return log_p.argmax(dim=-1)  # (B,)
+
+
+@torch.no_grad()
+def greedy(
+    decoder: StepDecoder,
+    state: Any,
+    batch_size: int,
+    bos_id: int,
+    eos_id: int,
+    max_len: int,
+    min_len: int = 0,
+    pad_id: int = 0,
+) -> DecodeResult:
+    """Greedy search: ŷ_t = argmax_y log p(y | ŷ_<t, x), t = 1 … until EOS or max_len.
+
+    ``min_len``: EOS is forbidden at steps t ≤ min_len, so a finished hypothesis has at
+    least min_len tokens before its EOS. Finished rows stop changing (``pad_id`` after
+    EOS); the loop ends as soon as every row has emitted EOS.
+
+    Shapes:
+        state:   from the model's ``init_state``, batch B = ``batch_size``
+        returns: DecodeResult with tokens (B, T), lengths (B,), scores = log_probs =
+                 log P(Y) (B,)
+    """
+    tokens, lengths, log_prob = decode_one_per_row(
+        decoder, state, batch_size, bos_id, eos_id, max_len, argmax_token, min_len, pad_id
+    )
+    meta = {
+        "search": "greedy",
+        "max_len": max_len,
+        "min_len": min_len,
+        "bos_id": bos_id,
+        "eos_id": eos_id,
+        "pad_id": pad_id,
+        "score": "log P(Y) = sum_t log p(y_t | y_<t); |Y| counts EOS",
+        "steps": tokens.size(1),
+    }
+    return DecodeResult(tokens, lengths, log_prob, log_prob.clone(), meta)
+
+
+@dataclass(frozen=True)
+class GreedyConfig:
+    """Settings of ``greedy`` (the ids come from the vocabulary, not the config)."""
+
+    max_len: int = 200
+    min_len: int = 0
+
+
+SEARCHES.register("greedy", GreedyConfig)(greedy)

@@ -1,0 +1,140 @@
+"""Scores of output sequences: step log-probabilities, the GNMT length penalty, the bound
+beam search stops on, and log P(Y) recomputed by teacher forcing.
+
+Conventions shared by every search (docs/decoding.md):
+- log p(y_t | y_<t, x) = log_softmax(logits_t), computed in float32 at least.
+- |Y| counts the generated tokens including the final EOS (not BOS, not padding).
+- ``min_len`` forbids EOS by setting its log-probability to −∞ *without* renormalising
+  the other tokens, so every reported log P(Y) is the model's own and equals
+  ``sequence_log_prob`` recomputed on the same tokens.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor
+
+from seqlab.decode.state import StepDecoder
+
+GNMT_FORMULA = "score(Y) = log P(Y) / lp(Y), lp(Y) = ((5 + |Y|) / 6) ** alpha; |Y| counts EOS"
+
+
+def step_log_probs(logits: Tensor) -> Tensor:
+    """log p(· | y_<t) = log_softmax(logits) over the vocabulary, in float32 at least.
+
+    Shapes: logits (..., V) -> (..., V), dtype float32 or float64
+    """
+    dtype = torch.promote_types(logits.dtype, torch.float32)
+    return F.log_softmax(logits.to(dtype), dim=-1)  # (..., V)
+
+
+def forbid_eos(log_p: Tensor, eos_id: int) -> Tensor:
+    """log p with EOS set to −∞ (``min_len``), the other entries unchanged (no renormalising).
+
+    Shapes: log_p (..., V) -> (..., V)
+    """
+    eos = torch.zeros(log_p.size(-1), dtype=torch.bool, device=log_p.device)  # (V,)
+    eos[eos_id] = True
+    return log_p.masked_fill(eos, float("-inf"))  # (..., V)
+
+
+def gnmt_length_penalty(length: Tensor | int, alpha: float) -> Tensor:
+    """Wu et al. 2016 (GNMT), §7, s(Y, X): lp(Y) = (5 + |Y|)^α / (5 + 1)^α = ((5 + |Y|) / 6)^α.
+
+    lp(1) = 1; for α > 0 it grows with |Y| (longer hypotheses are divided by more, which
+    offsets log P(Y) falling with every token); α = 0 gives lp = 1 (raw log-probabilities).
+
+    Deviations: GNMT's coverage penalty cp(X; Y) is not included; |Y| counts EOS (the paper
+    does not say).
+
+    Shapes: length (...) int or long tensor -> (...) float64
+    """
+    n = torch.as_tensor(length, dtype=torch.float64)  # (...)
+    return ((5.0 + n) / 6.0) ** alpha  # (...)
+
+
+def penalised_score(log_prob: Tensor, length: Tensor | int, alpha: float) -> Tensor:
+    """score(Y) = log P(Y) / lp(Y) (GNMT §7 s(Y, X), without the coverage term cp).
+
+    Shapes: log_prob (...) float, length (...) long -> (...) in log_prob's dtype
+    """
+    lp = gnmt_length_penalty(length, alpha).to(log_prob.device)  # (...)
+    return (log_prob / lp).to(log_prob.dtype)  # (...)
+
+
+def best_possible_score(live_log_prob: Tensor, t: int, max_len: int, alpha: float) -> Tensor:
+    """Upper bound on the penalised score of any hypothesis that extends a live one.
+
+    A live hypothesis h has t tokens and raw log-probability s_h ≤ 0. Any hypothesis Y
+    grown from it has |Y| = n with t < n ≤ max_len and log P(Y) ≤ s_h (every extra token
+    adds log p ≤ 0), so, as lp(n) > 0,
+
+        score(Y) = log P(Y) / lp(n) ≤ s_h / lp(n) ≤ max_{t<n≤max_len} s_h / lp(n).
+
+    s_h / lp(n) is monotone in n (s_h ≤ 0 and lp is monotone), so the maximum is at an end:
+    α > 0: lp grows, s_h / lp(n) rises towards 0, the bound is s_h / lp(max_len);
+    α < 0: the bound is s_h / lp(t + 1); α = 0: s_h itself. The bound is tight (reached
+    when every later token has probability 1). Taking max(s_h / lp(t+1), s_h / lp(max_len))
+    covers every α. A search may stop when this bound cannot beat its worst kept result;
+    using lp(t) or lp(t+1) for α > 0 is *not* a bound (OpenNMT-py#1320,
+    huggingface/transformers#20901).
+
+    Shapes: live_log_prob (...) float, −∞ for dead hypotheses -> (...) same dtype
+    """
+    near = penalised_score(live_log_prob, min(t + 1, max_len), alpha)  # (...)
+    far = penalised_score(live_log_prob, max_len, alpha)  # (...)
+    return torch.maximum(near, far)  # (...)
+
+
+def sequence_lengths(tokens: Tensor, eos_id: int) -> Tensor:
+    """|Y| per row: the position of the first EOS plus one (EOS counted), else T.
+
+    Shapes: tokens (B, T) long -> (B,) long
+    """
+    is_eos = tokens == eos_id  # (B, T)
+    first = is_eos.long().argmax(dim=1)  # (B,) argmax returns the first maximal index
+    T = tokens.size(1)
+    return torch.where(is_eos.any(dim=1), first + 1, torch.full_like(first, T))  # (B,)
+
+
+@torch.no_grad()
+def sequence_log_prob(
+    decoder: StepDecoder,
+    state: Any,
+    tokens: Tensor,
+    eos_id: int,
+    *,
+    bos_id: int,
+    lengths: Tensor | None = None,
+) -> Tensor:
+    """log P(Y) = Σ_{t=1}^{|Y|} log p(y_t | y_<t) by teacher forcing ``tokens`` through step().
+
+    The decoder is fed BOS, then y_1 … y_{T−1}; positions t ≥ |Y| (padding after EOS)
+    add nothing. ``lengths`` defaults to ``sequence_lengths(tokens, eos_id)``.
+
+    Shapes:
+        tokens:  (B, T) long, as returned by the searches (beam: flatten (B, N, T) to
+                 (B·N, T) and repeat the state with ``repeat_rows(state, B, N)``)
+        lengths: (B,) long or None
+        returns: (B,) float
+    """
+    B, T = tokens.shape
+    if lengths is None:
+        lengths = sequence_lengths(tokens, eos_id)  # (B,)
+    inside = torch.arange(T, device=tokens.device) < lengths[:, None]  # (B, T)
+    # Padding may not be a valid vocabulary index: feed / look up EOS there instead.
+    y = torch.where(inside, tokens, torch.full_like(tokens, eos_id))  # (B, T)
+    y_prev = torch.full((B,), bos_id, dtype=torch.long, device=tokens.device)  # (B,)
+    total: Tensor | None = None
+    for t in range(T):
+        logits, state = decoder.step(y_prev, state)  # (B, V)
+        log_p = step_log_probs(logits).gather(1, y[:, t : t + 1]).squeeze(1)  # (B,)
+        log_p = log_p.masked_fill(~inside[:, t], 0.0)  # (B,)
+        total = log_p if total is None else total + log_p  # (B,)
+        y_prev = y[:, t]  # (B,)
+    if total is None:
+        return torch.zeros(B, device=tokens.device)  # (B,)
+    return total

@@ -1,0 +1,140 @@
+"""The decoder-step contract every search uses, generic state reordering, and the result.
+
+DESIGN §6: a decoder exposes ``step(y_prev, state) -> (logits, state)``; the model builds
+the initial state (e.g. ``model.init_state(memory, src_mask)``) and hands it to
+``greedy`` / ``beam_search`` / ``sample``. A state is a small dataclass of tensors whose
+batch axis is dim 0, so a search can keep, drop, repeat or permute batch rows with one
+call, ``reorder_state(state, index)``: beam search expands B rows to B·K hypotheses once
+and then, after every step, keeps the K surviving hypotheses of each input.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from typing import Any, Protocol, TypeVar, runtime_checkable
+
+import torch
+from torch import Tensor
+
+State = TypeVar("State")
+
+
+@runtime_checkable
+class StepDecoder(Protocol):
+    """One decoding step: the previous token of every row -> next-token logits, new state.
+
+    ``state`` is whatever the model's ``init_state`` built; the search never looks inside
+    it, it only reorders its batch rows with ``reorder_state``.
+
+    Shapes:
+        y_prev:  (B,) long, the token emitted at the previous step (BOS at the first)
+        returns: logits (B, V) (unnormalised; the search applies log_softmax), new state
+    """
+
+    def step(self, y_prev: Tensor, state: Any) -> tuple[Tensor, Any]: ...
+
+
+def reorder_state(state: State, index: Tensor) -> State:
+    """Select batch rows ``index`` of every tensor in ``state`` (beam search bookkeeping).
+
+        new[i] = state[index[i]]   for every tensor, along dim 0
+
+    Rules, in order: a tensor is ``index_select``-ed on dim 0; an object with a
+    ``reorder(index)`` method (e.g. ``TransformerDecoderState``, ``KVCache``) reorders
+    itself; a dataclass is rebuilt field by field (fields with ``init=False`` are left to
+    its ``__post_init__``); namedtuples, tuples, lists and dicts are walked; ``None``,
+    ints, floats, bools and strings pass through unchanged. Anything else raises
+    ``TypeError`` (give the class a ``reorder`` method).
+
+    Shapes:
+        index:   (B',) long, values in [0, B); B' may differ from B (expansion to B·K)
+        returns: the same structure with every tensor's dim 0 of size B'
+    """
+    if isinstance(state, Tensor):
+        return state.index_select(0, index)  # (B', ...)
+    if state is None or isinstance(state, (bool, int, float, str)):
+        return state
+    reorder = getattr(state, "reorder", None)
+    if callable(reorder):
+        return reorder(index)
+    if dataclasses.is_dataclass(state) and not isinstance(state, type):
+        changes = {
+            f.name: reorder_state(getattr(state, f.name), index)
+            for f in dataclasses.fields(state)
+            if f.init
+        }
+        return dataclasses.replace(state, **changes)
+    if isinstance(state, tuple) and hasattr(state, "_fields"):  # namedtuple
+        return type(state)(*(reorder_state(x, index) for x in state))
+    if isinstance(state, (tuple, list)):
+        return type(state)(reorder_state(x, index) for x in state)
+    if isinstance(state, dict):
+        return type(state)((k, reorder_state(v, index)) for k, v in state.items())
+    raise TypeError(
+        f"reorder_state cannot reorder a {type(state).__name__}: use dataclasses, tensors, "
+        "lists, tuples or dicts of them, or give the class a reorder(index) method"
+    )
+
+
+def repeat_rows(
+    state: State, batch_size: int, times: int, device: torch.device | None = None
+) -> State:
+    """Repeat each batch row ``times`` times, in order: rows b·times … b·times + times − 1
+    are copies of row b (beam expansion B -> B·K, or scoring n-best lists). ``device``
+    defaults to the state's (``state_device``).
+
+    Shapes: state with batch B -> batch B·times.
+    """
+    if device is None:
+        device = state_device(state)
+    index = torch.arange(batch_size, device=device).repeat_interleave(times)  # (B·times,)
+    return reorder_state(state, index)
+
+
+def state_device(state: Any) -> torch.device:
+    """The device of the first tensor found in ``state`` (CPU when it holds none).
+
+    Walks dataclass fields, lists, tuples, dicts and other objects' attributes.
+    """
+    stack, seen = [state], set()
+    while stack:
+        x = stack.pop()
+        if isinstance(x, Tensor):
+            return x.device
+        if id(x) in seen or x is None or isinstance(x, (bool, int, float, str, type)):
+            continue
+        seen.add(id(x))
+        if isinstance(x, (tuple, list)):
+            stack.extend(x)
+        elif isinstance(x, dict):
+            stack.extend(x.values())
+        elif dataclasses.is_dataclass(x):  # also slots=True dataclasses
+            stack.extend(getattr(x, f.name) for f in dataclasses.fields(x))
+        elif hasattr(x, "__dict__"):
+            stack.extend(vars(x).values())
+    return torch.device("cpu")
+
+
+@dataclass
+class DecodeResult:
+    """The output of every search.
+
+    Tokens are the generated ones y_1 … y_|Y| (no BOS), EOS included when it was emitted,
+    then ``pad_id``. ``lengths`` = |Y| counts that EOS. ``log_probs`` = log P(Y) =
+    Σ_t log p(y_t | y_<t), the model's log-probabilities (temperature 1, no filtering);
+    ``scores`` is what the search ranked by (beam: log P(Y) / lp(Y); greedy and
+    sampling: log P(Y)). ``meta`` records the search, its settings and score formula.
+
+    Shapes (N = n_best for beam search, absent for greedy / sampling):
+        tokens:    (B, T) or (B, N, T) long, T = the longest |Y|
+        lengths:   (B,) or (B, N) long
+        scores:    (B,) or (B, N) float, sorted best first along N
+        log_probs: (B,) or (B, N) float
+    """
+
+    tokens: Tensor
+    lengths: Tensor
+    scores: Tensor
+    log_probs: Tensor
+    meta: dict[str, Any] = field(default_factory=dict)
