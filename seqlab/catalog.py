@@ -12,7 +12,13 @@ REGISTERING_MODULES: tuple[str, ...] = (
     "seqlab.train.schedules",
     "seqlab.decode",
     "seqlab.models.transformer",
+    "seqlab.models.sutskever",
+    "seqlab.models.cho",
+    "seqlab.models.bahdanau",
+    "seqlab.models.luong",
+    "seqlab.models.convs2s",
     "seqlab.tasks.algorithmic",
+    "seqlab.tasks.translation",
 )
 
 PRESET_DIR = Path(__file__).resolve().parent.parent / "configs"

@@ -1,4 +1,5 @@
-"""``seqlab`` entry point: ``seqlab --version``, ``seqlab list``, ``seqlab demo``.
+"""``seqlab`` entry point: ``seqlab --version``, ``list``, ``demo``, ``train``, ``evaluate``,
+``config`` (the last three in ``seqlab.cli.train_cmds``).
 
 User errors (bad config, missing file, invalid data) print one clear line and exit with
 code 2; ``--debug`` shows the traceback instead.
@@ -12,6 +13,7 @@ import sys
 from collections.abc import Sequence
 
 from seqlab import __version__
+from seqlab.cli import train_cmds, translate_cmd
 from seqlab.errors import SeqlabError
 
 # Errors caused by the user's input: one line on stderr, exit code 2 (traceback: --debug).
@@ -61,12 +63,21 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--seconds", type=float, default=60.0, help="training time budget")
     p.add_argument("--seed", type=int, default=0)
     p.set_defaults(func=_cmd_demo)
+
+    train_cmds.add_commands(sub)
+    translate_cmd.add_command(sub)
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
-    args = parser.parse_args(argv)
+    # key=value overrides may follow options (seqlab train X.yaml --run-dir D a.b=1):
+    # argparse stops at the first option, so the leftovers join the command's items.
+    args, extra = parser.parse_known_args(argv)
+    if extra:
+        if not hasattr(args, "items") or any(e.startswith("-") for e in extra):
+            parser.error(f"unrecognized arguments: {' '.join(extra)}")
+        args.items = [*args.items, *extra]
     if not getattr(args, "func", None):
         parser.print_help()
         return 0

@@ -18,6 +18,7 @@ from torch import nn
 from seqlab.data.collate import Seq2SeqBatch, collate_seq2seq
 from seqlab.data.vocab import BOS_ID, EOS_ID, PAD_ID
 from seqlab.decode.greedy import greedy
+from seqlab.errors import SeqlabError
 from seqlab.registry import TASKS
 from seqlab.tasks.base import LossOutput, Task, token_cross_entropy
 
@@ -63,6 +64,8 @@ class AlgorithmicTask(Task):
     """Copy, reverse or sort random symbol sequences (a seq2seq sanity task)."""
 
     pad_id = PAD_ID
+    # Methods ``seqlab.load(...)`` exposes with the model bound: loaded.predict([[3, 1, 2]]).
+    inference_methods = ("predict",)
 
     def prepare(self, tokenizer_state: dict[str, Any] | None = None) -> None:
         cfg = self.cfg
@@ -117,3 +120,38 @@ class AlgorithmicTask(Task):
             "exact_match": exact / len(data),
             "token_acc": tok_ok / n_tok,
         }
+
+    @torch.no_grad()
+    def predict(self, model: nn.Module, sequences: list[list[int]]) -> list[list[int]]:
+        """Greedy outputs for symbol sequences; symbols are 0 … n_symbols − 1.
+
+        ``predict(model, [[3, 1, 2]])`` → ``[[2, 1, 3]]`` for a trained reverse model. The
+        output stops before ⟨/s⟩; a special token other than ⟨/s⟩ (which a trained model
+        does not emit) comes back as −1.
+        """
+        n = self.cfg.n_symbols
+        for i, seq in enumerate(sequences):
+            if not seq or any(not 0 <= int(s) < n for s in seq):
+                raise SeqlabError(
+                    f"predict: sequence {i} must be a non-empty list of symbols in "
+                    f"[0, {n}), got {list(seq)!r}"
+                )
+        if not sequences:
+            return []
+        was_training = model.training
+        model.eval()
+        device = next(model.parameters()).device
+        pairs = [([int(s) + N_SPECIAL for s in seq], [BOS_ID]) for seq in sequences]
+        batch = collate_seq2seq(pairs, bos=BOS_ID, eos=EOS_ID, pad=PAD_ID).to(device)
+        memory = model.encode(batch.src, batch.src_mask)  # (B, S, D)
+        state = model.init_state(memory, batch.src_mask)
+        max_len = 2 * batch.src.size(1) + 2  # room past the expected length, then stop
+        result = greedy(model, state, batch.batch_size, BOS_ID, EOS_ID, max_len=max_len)
+        model.train(was_training)
+        out = []
+        for row, length in zip(result.tokens.tolist(), result.lengths.tolist()):
+            ids = row[:length]
+            if ids and ids[-1] == EOS_ID:
+                ids = ids[:-1]
+            out.append([i - N_SPECIAL if i >= N_SPECIAL else -1 for i in ids])
+        return out

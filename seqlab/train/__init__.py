@@ -1,6 +1,10 @@
 """Training engine building blocks: checkpoints, RNG, precision, optimizers, LR schedules,
 environment fingerprint. The Trainer loop is built on top of these (DESIGN §7)."""
 
+import sys
+import types
+from typing import Any
+
 from seqlab.train.checkpoint import (
     FORMAT_VERSION,
     MIGRATIONS,
@@ -52,3 +56,16 @@ __all__ = [
     "seed_everything",
     "step_name",
 ]
+
+
+class _CallableTrainPackage(types.ModuleType):
+    """``seqlab.train`` is both this subpackage and the function ``seqlab.api.train``:
+    ``seqlab.train("configs/x.yaml", **{"train.max_steps": 100})`` calls the latter."""
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        from seqlab.api import train
+
+        return train(*args, **kwargs)
+
+
+sys.modules[__name__].__class__ = _CallableTrainPackage

@@ -1,0 +1,137 @@
+"""``seqlab train``, ``seqlab evaluate`` and ``seqlab config show|validate``.
+
+    seqlab train CONFIG [key=value …] [--run-dir DIR] [--data-dir DIR] [--overwrite]
+    seqlab train --resume RUN_DIR [train.key=value …]
+    torchrun --standalone --nproc_per_node=2 -m seqlab train CONFIG …
+    seqlab evaluate RUN_OR_CHECKPOINT [--split valid]
+    seqlab config show CONFIG [key=value …]
+    seqlab config validate CONFIG [key=value …]
+
+Each command calls the function of ``seqlab.api`` of the same name; errors are
+``SeqlabError``s that ``seqlab.cli.main`` prints as one line with exit code 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+from seqlab.errors import SeqlabError
+
+
+def _is_main_rank() -> bool:
+    return os.environ.get("RANK", "0") in ("", "0")
+
+
+def _data_dir(args: argparse.Namespace) -> Path | None:
+    return Path(args.data_dir) if args.data_dir else None
+
+
+def _split_config(items: list[str], command: str) -> tuple[str, list[str]]:
+    if not items:
+        raise SeqlabError(f"seqlab {command}: give a preset, e.g. seqlab {command} CONFIG.yaml")
+    config, overrides = items[0], items[1:]
+    if "=" in config and not Path(config).exists():
+        raise SeqlabError(
+            f"seqlab {command}: the first argument must be the preset file, got '{config}' "
+            f"(usage: seqlab {command} CONFIG [key=value …])"
+        )
+    return config, overrides
+
+
+def _cmd_train(args: argparse.Namespace) -> int:
+    from seqlab import api
+
+    if args.resume:
+        bad = [a for a in args.items if "=" not in a]
+        if bad:
+            raise SeqlabError(
+                f"seqlab train --resume takes only key=value overrides (the config comes from "
+                f"the run), got '{bad[0]}'"
+            )
+        if args.run_dir and Path(args.run_dir) != Path(args.resume):
+            raise SeqlabError("seqlab train: --resume RUN_DIR already names the run dir")
+        if args.overwrite:
+            raise SeqlabError("seqlab train: --overwrite and --resume contradict each other")
+        run = api.resume(args.resume, data_dir=_data_dir(args), overrides=args.items)
+    else:
+        config, overrides = _split_config(args.items, "train")
+        run = api.train(
+            config,
+            run_dir=args.run_dir,
+            data_dir=_data_dir(args),
+            overrides=overrides,
+            overwrite=args.overwrite,
+        )
+    if _is_main_rank():
+        print(json.dumps(run.metrics))
+    return 0
+
+
+def format_table(rows: list[tuple[str, Any]]) -> str:
+    width = max(len(k) for k, _ in rows)
+    lines = [f"{'metric':<{width}}  value"]
+    for key, value in rows:
+        shown = f"{value:.6g}" if isinstance(value, float) else str(value)
+        lines.append(f"{key:<{width}}  {shown}")
+    return "\n".join(lines)
+
+
+def _cmd_evaluate(args: argparse.Namespace) -> int:
+    from seqlab import api
+
+    loaded = api.load(args.path, data_dir=_data_dir(args), device=args.device)
+    splits = getattr(loaded.task, "splits", None)
+    if isinstance(splits, dict) and args.split not in splits:
+        raise SeqlabError(
+            f"task {loaded.config.task} has no split '{args.split}'; it has: {', '.join(splits)}"
+        )
+    metrics = loaded.evaluate(args.split)
+    print(f"checkpoint {loaded.checkpoint} (step {loaded.step}), split {args.split}")
+    print(format_table(list(metrics.items())))
+    record = {"checkpoint": str(loaded.checkpoint), "step": loaded.step, "split": args.split}
+    print(json.dumps({**record, **metrics}))
+    return 0
+
+
+def _cmd_config(args: argparse.Namespace) -> int:
+    import yaml
+
+    from seqlab import api
+
+    config, overrides = _split_config(args.items, f"config {args.action}")
+    cfg = api.resolve_config(config, overrides)
+    if args.action == "show":
+        print(yaml.safe_dump(cfg.to_dict(), sort_keys=False), end="")
+    else:
+        print(
+            f"ok: {config} — task {cfg.task}, model {cfg.model}, schedule {cfg.schedule}, "
+            f"train.max_steps {cfg.train.max_steps}"
+        )
+    return 0
+
+
+def add_commands(sub: argparse._SubParsersAction) -> None:
+    """Register train / evaluate / config on the top-level parser's subcommands."""
+    p = sub.add_parser("train", help="train a preset (or resume a run)")
+    p.add_argument("items", nargs="*", metavar="CONFIG [key=value ...]")
+    p.add_argument("--run-dir", help="output directory (default runs/<preset>-<timestamp>)")
+    p.add_argument("--resume", metavar="RUN_DIR", help="continue a run from its last checkpoint")
+    p.add_argument("--data-dir", help="data folder of file-based tasks (default ../shared/data)")
+    p.add_argument("--overwrite", action="store_true", help="replace a non-empty run dir")
+    p.set_defaults(func=_cmd_train)
+
+    p = sub.add_parser("evaluate", help="metrics of a run's best checkpoint (or a checkpoint)")
+    p.add_argument("path", metavar="RUN_OR_CHECKPOINT")
+    p.add_argument("--split", default="valid")
+    p.add_argument("--data-dir")
+    p.add_argument("--device", default="cpu")
+    p.set_defaults(func=_cmd_evaluate)
+
+    p = sub.add_parser("config", help="show or validate a resolved config")
+    p.add_argument("action", choices=["show", "validate"])
+    p.add_argument("items", nargs="*", metavar="CONFIG [key=value ...]")
+    p.set_defaults(func=_cmd_config)

@@ -1,0 +1,136 @@
+"""``seqlab translate``: raw text in, detokenised translations out.
+
+    seqlab translate RUN_OR_CHECKPOINT [--beam K] [--nbest N] [--json] [SENTENCE ...]
+    echo "Ein Hund läuft." | seqlab translate runs/multi30k-transformer
+
+Sentences come from the arguments, or else from standard input (one per line, decoded in
+chunks so output streams). Output, one line per input: the best translation; with
+``--nbest N`` > 1, N lines per input ``INDEX<TAB>SCORE<TAB>TEXT`` (best first; score =
+log P / lp); with ``--json``, one JSON object per input: ``source``, ``hypotheses``,
+``scores``, ``log_probs``, ``source_pieces``, ``target_pieces`` and ``attention`` (name →
+nested lists, layer × head × target × source, for the best hypothesis; null when the
+model exposes none). The checkpoint is loaded with ``seqlab.load`` (its config and
+tokenizer travel inside it). :func:`print_file_scores` prints ``evaluate_files`` results.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any, TextIO
+
+from torch import Tensor
+
+from seqlab.errors import SeqlabError
+
+CHUNK = 256  # stdin lines decoded together
+
+
+def _chunks(args: argparse.Namespace, stdin: TextIO) -> Iterator[list[str]]:
+    if args.items:
+        yield list(args.items)
+        return
+    chunk: list[str] = []
+    for line in stdin:
+        chunk.append(line.rstrip("\r\n"))
+        if len(chunk) == CHUNK:
+            yield chunk
+            chunk = []
+    if chunk:
+        yield chunk
+
+
+def _nested(x: Tensor) -> Any:
+    return [_nested(v) for v in x] if x.dim() > 0 else round(float(x), 4)
+
+
+def translation_record(t: Any) -> dict[str, Any]:
+    """A ``Translation`` as a JSON-serialisable dict (attention as nested lists)."""
+    attention = None
+    if t.attention is not None:
+        attention = {name: _nested(a) for name, a in t.attention.items()}
+    return {
+        "source": t.source,
+        "hypotheses": [h.text for h in t.hypotheses],
+        "scores": [round(h.score, 6) for h in t.hypotheses],
+        "log_probs": [round(h.log_prob, 6) for h in t.hypotheses],
+        "source_pieces": t.source_pieces,
+        "target_pieces": t.target_pieces,
+        "attention": attention,
+    }
+
+
+def _cmd_translate(args: argparse.Namespace, stdin: TextIO | None = None) -> int:
+    from seqlab import api
+
+    if args.beam < 1 or not 1 <= args.nbest <= args.beam:
+        raise SeqlabError(
+            f"need 1 <= --nbest <= --beam, got --nbest {args.nbest} --beam {args.beam}"
+        )
+    data_dir = Path(args.data_dir) if args.data_dir else None
+    loaded = api.load(args.path, data_dir=data_dir, device=args.device)
+    translate = getattr(loaded.task, "translate_detailed", None)
+    if translate is None:
+        raise SeqlabError(
+            f"{loaded.checkpoint}: task '{loaded.config.task}' does not translate "
+            "(train a task: translation run)"
+        )
+    out = sys.stdout
+    offset = 0
+    for chunk in _chunks(args, stdin if stdin is not None else sys.stdin):
+        results = translate(
+            loaded.model,
+            chunk,
+            beam=args.beam,
+            nbest=args.nbest,
+            max_len_a=args.max_len_a,
+            max_len_b=args.max_len_b,
+            length_penalty=args.length_penalty,
+            return_attention=args.json,
+        )
+        for i, t in enumerate(results):
+            if args.json:
+                out.write(json.dumps(translation_record(t), ensure_ascii=False) + "\n")
+            elif args.nbest == 1:
+                out.write(t.text + "\n")
+            else:
+                for h in t.hypotheses:
+                    out.write(f"{offset + i}\t{h.score:.4f}\t{h.text}\n")
+        out.flush()
+        offset += len(chunk)
+    return 0
+
+
+def print_file_scores(result: dict[str, Any], as_json: bool = False) -> None:
+    """Print ``TranslationTask.evaluate_files`` output: scores with signatures and the
+    bucket table, or (``as_json``) one JSON object."""
+    if as_json:
+        print(json.dumps(result, ensure_ascii=False))
+        return
+    n, beam = result["n_sentences"], result["beam"]
+    print(f"{result['src']} → {result['ref']} ({n} sentences, beam {beam})")
+    for key in ("bleu", "bleu_lc", "chrf"):
+        print(f"{key:<8} {result[key]:6.2f}  {result[f'{key}_signature']}")
+    if result.get("warning"):
+        print(f"warning: {result['warning']}")
+    print(result["bucket_table"])
+
+
+def add_command(sub: argparse._SubParsersAction) -> None:
+    """Register ``translate`` on the top-level parser's subcommands."""
+    p = sub.add_parser("translate", help="translate sentences with a trained checkpoint")
+    p.add_argument("path", metavar="RUN_OR_CHECKPOINT")
+    # "items": seqlab.cli.main appends arguments found after options to args.items
+    p.add_argument("items", nargs="*", metavar="SENTENCE", help="default: stdin lines")
+    p.add_argument("--beam", type=int, default=5, help="beam width K (1 = greedy)")
+    p.add_argument("--nbest", type=int, default=1, help="hypotheses per sentence (<= K)")
+    p.add_argument("--json", action="store_true", help="JSON per input, with attention")
+    p.add_argument("--length-penalty", type=float, default=0.6, help="GNMT alpha")
+    p.add_argument("--max-len-a", type=float, default=1.2, help="max output = a·|x| + b")
+    p.add_argument("--max-len-b", type=int, default=10)
+    p.add_argument("--data-dir", help="data folder (default ../shared/data)")
+    p.add_argument("--device", default="cpu")
+    p.set_defaults(func=_cmd_translate)

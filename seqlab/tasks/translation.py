@@ -1,0 +1,436 @@
+"""Machine translation: Multi30k (shipped) or any parallel files, a joint sentencepiece
+tokenizer, teacher-forced training, and evaluation by decoding + sacreBLEU.
+
+Pipeline (docs/translation.md):
+
+1. Read the splits with the validated readers (trailing spaces stripped).
+2. Train sentencepiece (BPE or unigram; Kudo & Richardson 2018) on the **train** split
+   only — one joint model over both languages by default, so source and target share
+   ids and a model may tie its embeddings — or restore it from ``tokenizer_state`` (a
+   checkpoint never retrains). Trained models are cached under ``$SEQLAB_CACHE/spm``
+   (default ``~/.cache/seqlab/spm``), keyed by the training text and every setting.
+3. Encode every split once. The source is x₁ … x_n ⟨/s⟩ (EOS appended, no BOS: the
+   encoder sees where the sentence ends, as in fairseq); the target is
+   y_in = ⟨s⟩ y₁ … y_m, y_out = y₁ … y_m ⟨/s⟩ (``collate_seq2seq``).
+4. Loss: token cross-entropy with label smoothing (``token_cross_entropy``).
+5. ``evaluate``: teacher-forced loss / perplexity, and BLEU from *decoded* output only:
+   decode (``seqlab.decode``) → sentencepiece decode (removes subwords, restores the
+   original spacing: detokenised text) → sacreBLEU cased BLEU, lowercase BLEU (the
+   number comparable to the published tables), chrF, with signatures. Never BLEU from
+   teacher-forced logits.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import math
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+import numpy as np
+import torch
+from torch import nn
+
+from seqlab.data.collate import Seq2SeqBatch, collate_seq2seq
+from seqlab.data.multi30k import locate_multi30k
+from seqlab.data.readers import read_parallel
+from seqlab.data.spm import SentencePieceTokenizer
+from seqlab.data.tokenizers import Tokenizer
+from seqlab.data.vocab import BOS_ID, EOS_ID, PAD_ID
+from seqlab.errors import DataError
+from seqlab.eval.bleu import bleu_by_length, bucket_table, plot_bleu_by_length, score_corpus
+from seqlab.registry import TASKS
+from seqlab.tasks.base import LossOutput, Task, token_cross_entropy
+from seqlab.tasks.translation_eval import (
+    Hypothesis,
+    SearchSettings,
+    Translation,
+    attention_records,
+    decode_ids,
+)
+
+__all__ = ["EvalResult", "TranslationConfig", "TranslationTask", "spm_cache_dir"]
+
+log = logging.getLogger("seqlab.tasks")
+
+SPLITS = ("train", "valid", "test")
+_MULTI30K = {"train": "train", "valid": "val"}  # the test file is cfg.test_split
+
+
+@dataclass(frozen=True)
+class TranslationConfig:
+    """Data, tokenizer and evaluation settings of the translation task.
+
+    ``data``: ``multi30k`` (shipped copy, or the run's data_dir) or ``files`` (the six
+    ``train_src`` … ``test_tgt`` paths; test optional). ``max_len``: training pairs with
+    more subwords than this on either side are dropped (counted in the log); evaluation
+    never drops. ``valid_bleu_sentences``: BLEU during training decodes only the first N
+    valid sentences (0 = all); ``valid_beam`` / ``test_beam``: beam width there (1 =
+    greedy). ``max_train_examples``: keep only the first N training pairs (smoke tests).
+    """
+
+    src_lang: str = "de"
+    tgt_lang: str = "en"
+    data: Literal["multi30k", "files"] = "multi30k"
+    train_src: str | None = None
+    train_tgt: str | None = None
+    valid_src: str | None = None
+    valid_tgt: str | None = None
+    test_src: str | None = None
+    test_tgt: str | None = None
+    test_split: str = "test_2016_flickr"
+    joint: bool = True
+    vocab_size: int = 8000
+    model_type: Literal["bpe", "unigram"] = "bpe"
+    character_coverage: float = 1.0
+    cache_dir: str | None = None
+    max_len: int = 256
+    max_train_examples: int | None = None
+    valid_bleu_sentences: int = 500
+    valid_beam: int = 1
+    test_beam: int = 5
+    length_penalty: float = 0.6
+    max_len_a: float = 1.2
+    max_len_b: int = 10
+    eval_max_tokens: int = 8000
+
+    def __post_init__(self) -> None:
+        paths = [self.train_src, self.train_tgt, self.valid_src, self.valid_tgt]
+        tests = [self.test_src, self.test_tgt]
+        if self.data == "files":
+            if any(p is None for p in paths):
+                raise ValueError("data: files needs train_src, train_tgt, valid_src and valid_tgt")
+            if (self.test_src is None) != (self.test_tgt is None):
+                raise ValueError("give both test_src and test_tgt, or neither")
+        elif any(p is not None for p in paths + tests):
+            raise ValueError("file paths are set but data is 'multi30k': set data: files")
+        if self.src_lang == self.tgt_lang:
+            raise ValueError(f"src_lang and tgt_lang are both {self.src_lang!r}")
+        for name in ("vocab_size", "max_len", "valid_beam", "test_beam", "eval_max_tokens"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"task.{name} must be >= 1, got {getattr(self, name)}")
+        if self.valid_bleu_sentences < 0:
+            raise ValueError("task.valid_bleu_sentences must be >= 0 (0 = all)")
+        if self.max_train_examples is not None and self.max_train_examples < 1:
+            raise ValueError("task.max_train_examples must be >= 1 or null")
+
+
+class EvalResult(dict):
+    """``evaluate``'s metrics (name → float), plus what is not a number:
+    ``signatures`` (metric → sacreBLEU signature), ``hypotheses`` (the decoded text) and
+    ``settings`` (the search used)."""
+
+    def __init__(self, metrics: dict[str, float], signatures: dict[str, str], **info: Any):
+        super().__init__(metrics)
+        self.signatures = signatures
+        self.hypotheses: list[str] = info.get("hypotheses", [])
+        self.settings: dict[str, Any] = info.get("settings", {})
+        self.warning: str | None = info.get("warning")
+
+
+def spm_cache_dir(configured: str | None = None) -> Path:
+    """``configured``, else ``$SEQLAB_CACHE/spm``, else ``~/.cache/seqlab/spm``."""
+    if configured:
+        return Path(configured).expanduser()
+    root = os.environ.get("SEQLAB_CACHE")
+    return (Path(root) if root else Path.home() / ".cache" / "seqlab").expanduser() / "spm"
+
+
+@TASKS.register("translation", TranslationConfig)
+class TranslationTask(Task):
+    """Sentence translation (Multi30k or parallel files) scored by sacreBLEU on decoded text."""
+
+    pad_id = PAD_ID
+    inference_methods = ("translate", "translate_detailed", "evaluate_files")
+
+    # ------------------------------------------------------------------ data
+
+    def _paths(self) -> dict[str, tuple[Path, Path]]:
+        cfg = self.cfg
+        if cfg.data == "files":
+            paths = {
+                "train": (cfg.train_src, cfg.train_tgt),
+                "valid": (cfg.valid_src, cfg.valid_tgt),
+                "test": (cfg.test_src, cfg.test_tgt),
+            }
+            return {k: (Path(s), Path(t)) for k, (s, t) in paths.items() if s is not None}
+        folder = locate_multi30k(self.data_dir, langs=(cfg.src_lang, cfg.tgt_lang))
+        names = {**_MULTI30K, "test": cfg.test_split}
+        return {
+            split: (folder / f"{n}.{cfg.src_lang}.gz", folder / f"{n}.{cfg.tgt_lang}.gz")
+            for split, n in names.items()
+        }
+
+    def prepare(self, tokenizer_state: dict[str, Any] | None = None) -> None:
+        cfg = self.cfg
+        self.texts: dict[str, tuple[list[str], list[str]]] = {}
+        for split, (src_path, tgt_path) in self._paths().items():
+            pairs = read_parallel(src_path, tgt_path)
+            if split == "train" and cfg.max_train_examples is not None:
+                pairs = pairs[: cfg.max_train_examples]
+            self.texts[split] = ([s for s, _ in pairs], [t for _, t in pairs])
+        if tokenizer_state is not None:
+            self._restore_tokenizers(tokenizer_state)
+        else:
+            self._train_tokenizers()
+        self.ids: dict[str, tuple[list[list[int]], list[list[int]]]] = {}
+        for split, (src, tgt) in self.texts.items():
+            self.ids[split] = (
+                [self.src_tok.encode(s) + [EOS_ID] for s in src],
+                [self.tgt_tok.encode(t) for t in tgt],
+            )
+        self._filter_train()
+
+    def _train_tokenizers(self) -> None:
+        cfg = self.cfg
+        src, tgt = self.texts["train"]
+        kw = {
+            "vocab_size": cfg.vocab_size,
+            "model_type": cfg.model_type,
+            "character_coverage": cfg.character_coverage,
+            "cache_dir": spm_cache_dir(cfg.cache_dir),
+        }
+        if cfg.joint:
+            self.src_tok = self.tgt_tok = SentencePieceTokenizer.train(src + tgt, **kw)
+        else:
+            self.src_tok = SentencePieceTokenizer.train(src, **kw)
+            self.tgt_tok = SentencePieceTokenizer.train(tgt, **kw)
+        cached = self.src_tok.from_cache and self.tgt_tok.from_cache
+        log.info("sentencepiece %s (%s)", cfg.model_type, "from cache" if cached else "trained")
+
+    def tokenizer_state(self) -> dict[str, Any]:
+        if self.cfg.joint:
+            return {"joint": True, "shared": self.src_tok.to_state()}
+        return {"joint": False, "src": self.src_tok.to_state(), "tgt": self.tgt_tok.to_state()}
+
+    def _restore_tokenizers(self, state: dict[str, Any]) -> None:
+        if not isinstance(state, dict) or bool(state.get("joint")) != self.cfg.joint:
+            raise DataError(
+                f"the saved tokenizer state does not match task.joint={self.cfg.joint}",
+                hint="load the checkpoint with the config it was saved with",
+            )
+        if self.cfg.joint:
+            self.src_tok = self.tgt_tok = Tokenizer.from_state(state["shared"])
+        else:
+            self.src_tok = Tokenizer.from_state(state["src"])
+            self.tgt_tok = Tokenizer.from_state(state["tgt"])
+
+    def _filter_train(self) -> None:
+        src, tgt = self.ids["train"]
+        L = self.cfg.max_len
+        keep = [i for i in range(len(src)) if len(src[i]) <= L and len(tgt[i]) + 1 <= L]
+        if not keep:
+            raise DataError(f"every training pair is longer than task.max_len={L} subwords")
+        if len(keep) < len(src):
+            n_out = len(src) - len(keep)
+            log.warning("dropped %d of %d training pairs over max_len=%d", n_out, len(src), L)
+            self.ids["train"] = ([src[i] for i in keep], [tgt[i] for i in keep])
+            s_txt, t_txt = self.texts["train"]
+            self.texts["train"] = ([s_txt[i] for i in keep], [t_txt[i] for i in keep])
+
+    def _split(self, split: str) -> str:
+        aliases = {"val": "valid", "dev": "valid", self.cfg.test_split: "test"}
+        name = aliases.get(split, split)
+        if name not in self.ids:
+            raise DataError(
+                f"the translation task has no split {split!r}",
+                hint=f"available: {', '.join(self.ids)}",
+            )
+        return name
+
+    # ------------------------------------------------------------------ training
+
+    def model_kwargs(self) -> dict[str, Any]:
+        return {
+            "src_vocab": self.src_tok.vocab_size,
+            "tgt_vocab": self.tgt_tok.vocab_size,
+            "pad_id": PAD_ID,
+        }
+
+    def train_lengths(self) -> np.ndarray:
+        src, tgt = self.ids["train"]
+        return np.array([max(len(s), len(t) + 1) for s, t in zip(src, tgt)], dtype=np.int64)
+
+    def collate(self, indices: list[int], split: str = "train") -> Seq2SeqBatch:
+        src, tgt = self.ids[self._split(split)]
+        pairs = [(src[i], tgt[i]) for i in indices]
+        return collate_seq2seq(pairs, bos=BOS_ID, eos=EOS_ID, pad=PAD_ID)
+
+    def loss(
+        self, model: nn.Module, batch: Seq2SeqBatch, label_smoothing: float = 0.0
+    ) -> LossOutput:
+        logits = model(batch.src, batch.src_mask, batch.y_in, batch.tgt_mask)  # (B, T, V)
+        return token_cross_entropy(logits, batch.y_out, PAD_ID, label_smoothing)
+
+    # ------------------------------------------------------------------ evaluation
+
+    def _teacher_forced(self, model: nn.Module, split: str) -> tuple[float, int]:
+        """Σ −log p(y) over the split and its token count (length-sorted batches)."""
+        src, tgt = self.ids[split]
+        device = next(model.parameters()).device
+        order = sorted(range(len(src)), key=lambda i: (len(tgt[i]), len(src[i])))
+        nll, n_tok, start = 0.0, 0, 0
+        while start < len(order):
+            # grow the batch while B · (max ℓ_src + max ℓ_tgt) fits the budget
+            end, S, T = start, 0, 0
+            while end < len(order):
+                i = order[end]
+                S2, T2 = max(S, len(src[i])), max(T, len(tgt[i]) + 1)
+                if end > start and (end - start + 1) * (S2 + T2) > self.cfg.eval_max_tokens:
+                    break
+                end, S, T = end + 1, S2, T2
+            batch = self.collate(order[start:end], split).to(device)
+            out = self.loss(model, batch)
+            nll, n_tok, start = nll + float(out.nll_sum), n_tok + out.n_tokens, end
+        return nll, n_tok
+
+    def _settings(self, beam: int, nbest: int = 1, **kw: Any) -> SearchSettings:
+        cfg = self.cfg
+        return SearchSettings(
+            beam=beam,
+            nbest=nbest,
+            max_len_a=kw.get("max_len_a", cfg.max_len_a),
+            max_len_b=kw.get("max_len_b", cfg.max_len_b),
+            length_penalty=kw.get("length_penalty", cfg.length_penalty),
+            batch_tokens=cfg.eval_max_tokens * 2,
+        )
+
+    @torch.no_grad()
+    def evaluate(self, model: nn.Module, split: str = "valid") -> EvalResult:
+        """Teacher-forced loss / ppl on the whole split; bleu, bleu_lc, chrf from decoded
+        text (``valid``: the first ``valid_bleu_sentences`` with ``valid_beam``; other
+        splits: all, with ``test_beam``). Signatures are in ``result.signatures``."""
+        split = self._split(split)
+        was_training = model.training
+        model.eval()
+        try:
+            nll, n_tok = self._teacher_forced(model, split)
+            src_ids = self.ids[split][0]
+            src_txt, refs = self.texts[split]
+            n = len(src_ids)
+            if split == "valid" and self.cfg.valid_bleu_sentences:
+                n = min(n, self.cfg.valid_bleu_sentences)
+            beam = self.cfg.valid_beam if split == "valid" else self.cfg.test_beam
+            settings = self._settings(beam)
+            decoded = decode_ids(model, src_ids[:n], settings)
+        finally:
+            model.train(was_training)
+        hyps = [self.tgt_tok.decode(nbest[0][0]) for nbest in decoded]
+        scores = score_corpus(hyps, refs[:n])
+        metrics = {
+            "loss": nll / n_tok,
+            "ppl": math.exp(min(nll / n_tok, 50.0)),
+            "bleu": scores["bleu"],
+            "bleu_lc": scores["bleu_lc"],
+            "chrf": scores["chrf"],
+        }
+        signatures = {k: str(scores[f"{k}_signature"]) for k in ("bleu", "bleu_lc", "chrf")}
+        return EvalResult(
+            metrics,
+            signatures,
+            hypotheses=hyps,
+            settings=dataclasses.asdict(settings) | {"split": split, "bleu_sentences": n},
+            warning=scores.get("warning"),
+        )
+
+    # ------------------------------------------------------------------ inference
+
+    @torch.no_grad()
+    def translate_detailed(
+        self,
+        model: nn.Module,
+        sentences: list[str],
+        beam: int = 5,
+        nbest: int = 1,
+        max_len_a: float = 1.2,
+        max_len_b: int = 10,
+        length_penalty: float = 0.6,
+        return_attention: bool = False,
+    ) -> list[Translation]:
+        """Raw sentences → ``Translation`` records (n-best, scores, optional attention)."""
+        if isinstance(sentences, str):
+            raise TypeError("pass a list of sentences, e.g. [text]")
+        settings = self._settings(
+            beam, nbest, max_len_a=max_len_a, max_len_b=max_len_b, length_penalty=length_penalty
+        )
+        src_ids = [self.src_tok.encode(s.strip()) + [EOS_ID] for s in sentences]
+        was_training = model.training
+        model.eval()
+        try:
+            decoded = decode_ids(model, src_ids, settings) if sentences else []
+            records = None
+            if return_attention and sentences:
+                records = attention_records(model, src_ids, [nb[0][0] for nb in decoded])
+        finally:
+            model.train(was_training)
+        out = []
+        for i, (sentence, nb) in enumerate(zip(sentences, decoded)):
+            hyps = [Hypothesis(self.tgt_tok.decode(ids), ids, s, lp) for ids, s, lp in nb]
+            t = Translation(sentence, hyps)
+            if return_attention:
+                t.source_pieces = [self.src_tok.id_to_piece(j) for j in src_ids[i]]
+                t.target_pieces = [self.tgt_tok.id_to_piece(j) for j in nb[0][0]] + ["</s>"]
+                t.attention = records[i] if records is not None else None
+            out.append(t)
+        return out
+
+    def translate(
+        self,
+        model: nn.Module,
+        sentences: list[str],
+        beam: int = 5,
+        nbest: int = 1,
+        max_len_a: float = 1.2,
+        max_len_b: int = 10,
+        length_penalty: float = 0.6,
+        return_attention: bool = False,
+    ) -> list[Any]:
+        """Translate raw sentences; detokenised text out, in input order.
+
+        Returns one string per input; with ``nbest`` > 1 a list of ``(text, score)`` per
+        input (best first; score = log P / lp, GNMT α = ``length_penalty``); with
+        ``return_attention`` the full ``Translation`` records (attention from
+        ``model.attention_maps`` when the model has it).
+        """
+        results = self.translate_detailed(
+            model, sentences, beam, nbest, max_len_a, max_len_b, length_penalty, return_attention
+        )
+        if return_attention:
+            return results
+        if nbest == 1:
+            return [r.text for r in results]
+        return [[(h.text, h.score) for h in r.hypotheses] for r in results]
+
+    def evaluate_files(
+        self,
+        model: nn.Module,
+        src_path: str | Path,
+        ref_path: str | Path,
+        beam: int = 5,
+        length_penalty: float = 0.6,
+        max_len_a: float = 1.2,
+        max_len_b: int = 10,
+        plot_path: str | Path | None = None,
+        hyp_path: str | Path | None = None,
+    ) -> dict[str, Any]:
+        """Translate any parallel test set and score it: bleu, bleu_lc, chrf (+ signatures),
+        the source-length bucket table (``buckets``, ``bucket_table``), optionally a bucket
+        PNG at ``plot_path`` and the hypotheses written to ``hyp_path``."""
+        pairs = read_parallel(src_path, ref_path)
+        sources, refs = [s for s, _ in pairs], [r for _, r in pairs]
+        hyps = self.translate(model, sources, beam, 1, max_len_a, max_len_b, length_penalty)
+        result: dict[str, Any] = {"src": str(src_path), "ref": str(ref_path), "beam": beam}
+        result["length_penalty"] = length_penalty if beam > 1 else None
+        result |= score_corpus(hyps, refs)
+        buckets = bleu_by_length(sources, hyps, refs)
+        result["buckets"] = [b.to_dict() for b in buckets]
+        result["bucket_table"] = bucket_table(buckets)
+        if plot_path is not None:
+            result["plot"] = str(plot_bleu_by_length(buckets, plot_path))
+        if hyp_path is not None:
+            Path(hyp_path).write_text("".join(h + "\n" for h in hyps), encoding="utf-8")
+            result["hypotheses_file"] = str(hyp_path)
+        return result

@@ -1,0 +1,360 @@
+"""One Trainer for every task (DESIGN §7): build, train, validate, checkpoint, resume, DDP.
+
+    trainer = Trainer(resolve_run("configs/reverse-transformer.yaml"), Path("runs/rev"))
+    summary = trainer.fit()                 # to train.max_steps / max_epochs / early stop
+    trainer = Trainer.resume(Path("runs/rev"), ["train.max_steps=600"])
+    trainer.fit()                           # bitwise the same as one 600-step run (CPU fp32)
+
+The update rule (loss normalisation over the accumulated, distributed batch) is in
+``seqlab.train.steps``; the run directory in ``seqlab.train.run_dir``; DDP in
+``seqlab.train.distributed``. docs/training.md shows the commands and what they print.
+
+A step checkpoint holds everything the next update depends on: model, optimizer, schedule,
+grad scaler, every RNG (of every rank), the batcher's epoch and position (batches this rank
+has consumed; a global step consumes W·k global batches, k on each rank), the step, the
+early-stopping counters and the log window, and the resolved config.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from seqlab.data.batching import TokenBudgetBatcher
+from seqlab.errors import SeqlabError
+from seqlab.run_config import RunConfig, resolve_run
+from seqlab.train import trainer_io
+from seqlab.train.build import build_model, build_task
+from seqlab.train.checkpoint import load_checkpoint
+from seqlab.train.distributed import init_distributed, resolve_device
+from seqlab.train.optim import build_optimizer
+from seqlab.train.precision import autocast_context, make_grad_scaler, resolve_precision
+from seqlab.train.progress import Progress
+from seqlab.train.rng import seed_everything
+from seqlab.train.run_dir import RunDir
+from seqlab.train.schedules import build_schedule
+from seqlab.train.steps import accumulate_gradients, apply_update
+from seqlab.train.trainer_io import LogWindow
+from seqlab.train.validation import EarlyStopping, prefixed
+
+
+def _create(path: Path, overwrite: bool) -> None:
+    RunDir.create(path, overwrite)
+
+
+def _rank_seed(seed: int, rank: int) -> int:
+    """Distinct, reproducible dropout stream per rank (independent of the init stream)."""
+    return int(np.random.SeedSequence([seed, rank, 0x5EC1AB]).generate_state(1)[0])
+
+
+class Trainer:
+    """Trains ``cfg`` and writes ``run_dir`` (None: nothing is written).
+
+    Args:
+        cfg: the resolved run (``seqlab.run_config.resolve_run``).
+        run_dir: where rank 0 writes config, metrics and checkpoints; None keeps it in memory.
+        data_dir: the task's data folder (tasks with files), or None.
+        overwrite: replace a non-empty previous run in ``run_dir``.
+        resume: continue ``run_dir`` from its latest step checkpoint (see :meth:`resume`).
+        quiet: print nothing (the metrics file is still written).
+    """
+
+    def __init__(
+        self,
+        cfg: RunConfig,
+        run_dir: Path | None,
+        data_dir: Path | None = None,
+        *,
+        overwrite: bool = False,
+        resume: bool = False,
+        quiet: bool = False,
+    ) -> None:
+        self.cfg = cfg
+        t = cfg.train
+        self.dist = init_distributed(t.device, getattr(t, "dist_timeout", None))
+        try:
+            self._setup(run_dir, data_dir, overwrite, resume, quiet)
+        except BaseException:
+            self.dist.shutdown()
+            raise
+
+    @classmethod
+    def resume(
+        cls,
+        run_dir: str | Path,
+        overrides: list[str] | tuple[str, ...] = (),
+        data_dir: Path | None = None,
+        quiet: bool = False,
+    ) -> Trainer:
+        """Continue ``run_dir`` from its newest step checkpoint, with the config stored in it.
+
+        Only ``train.*`` may be overridden (e.g. ``train.max_steps=2000``); the model, task
+        and schedule are those the checkpoint was trained with.
+        """
+        for text in overrides:
+            if not text.startswith("train."):
+                raise SeqlabError(
+                    f"override '{text}': a resumed run keeps its task, model and schedule; "
+                    "only train.* settings (max_steps, valid_every, patience, …) can change"
+                )
+        latest = RunDir.open(run_dir).latest()
+        meta = load_checkpoint(latest)
+        if not isinstance(meta.config, dict):
+            raise SeqlabError(f"{latest}: the checkpoint holds no run config; cannot resume")
+        cfg = resolve_run(meta.config, list(overrides))
+        return cls(cfg, Path(run_dir), data_dir, resume=True, quiet=quiet)
+
+    # -- construction ----------------------------------------------------------------------
+
+    def _setup(
+        self,
+        run_dir: Path | None,
+        data_dir: Path | None,
+        overwrite: bool,
+        resume: bool,
+        quiet: bool,
+    ) -> None:
+        cfg, t, dist = self.cfg, self.cfg.train, self.dist
+        if t.threads is not None:
+            torch.set_num_threads(t.threads)
+        self.device = resolve_device(t.device, dist.local_rank)
+        self.precision = resolve_precision(t.precision, self.device)
+        seed_everything(t.seed, deterministic=t.deterministic)
+
+        self.run: RunDir | None = None
+        ckpt: Path | None = None
+        if run_dir is not None:
+            path = Path(dist.broadcast_object(str(run_dir)))  # rank 0's name wins
+            if resume:
+                ckpt = Path(dist.on_main(lambda: str(RunDir.open(path).latest())))
+                self.run = RunDir(path)
+            else:
+                dist.on_main(lambda: _create(path, overwrite))
+                self.run = RunDir(path)
+        elif resume:
+            raise SeqlabError("resume needs a run directory")
+        meta = load_checkpoint(ckpt) if ckpt is not None else None
+
+        # Rank 0 prepares the task first (it may train a tokenizer); the others reuse its state.
+        saved_tok = meta.tokenizer_state if meta is not None else None
+
+        def prepare_main() -> Any:
+            self.task = build_task(cfg, data_dir, saved_tok)
+            return self.task.tokenizer_state()
+
+        tok_state = dist.on_main(prepare_main)
+        if not dist.is_main:
+            self.task = build_task(cfg, data_dir, tok_state)
+
+        self.model = build_model(cfg, self.task).to(self.device)
+        seed_everything(_rank_seed(t.seed, dist.rank), deterministic=t.deterministic)
+        self.optimizer = build_optimizer(self.model, t.optim)
+        self.schedule = build_schedule(self.optimizer, cfg.schedule, cfg.schedule_cfg)
+        self.scaler = make_grad_scaler(self.precision, self.device)
+        b = t.batch
+        try:
+            self.batcher = TokenBudgetBatcher(
+                self.task.train_lengths(),
+                b.max_tokens,
+                max_len=b.max_len,
+                max_sentences=b.max_sentences,
+                seed=t.seed,
+                sort_window=b.sort_window,
+                rank=dist.rank,
+                world_size=dist.world_size,
+            )
+        except ValueError as exc:
+            raise SeqlabError(f"train.batch: {exc}") from None
+        self.early = EarlyStopping.from_train_config(t)
+        self.step, self.elapsed_before, self.window = 0, 0.0, LogWindow()
+        self.last_valid: tuple[int, dict[str, float]] | None = None
+        self._iter = None
+        self.accum_steps = t.accum_steps
+
+        if meta is not None:
+            trainer_io.restore(self, meta)
+        self.ddp_model = dist.wrap(self.model, self.device)
+        trainer_io.write_run_files(self, meta)
+        writes = self.run is not None and dist.is_main
+        self.progress = Progress(
+            t.max_steps,
+            self.step,
+            show=dist.is_main and t.progress,
+            quiet=quiet or not dist.is_main,
+            metrics_path=self.run.metrics if writes else None,
+            tensorboard_dir=self.run.root / "tensorboard" if writes and t.tensorboard else None,
+        )
+        if meta is not None:  # last: nothing above may draw random numbers after this
+            trainer_io.restore_rng(self, meta)
+
+    # -- training ----------------------------------------------------------------------------
+
+    def fit(self) -> dict[str, Any]:
+        """Train to ``max_steps`` (or ``max_epochs``, or early stop); return a summary dict:
+        step, epoch, stopped, elapsed, valid (last validation metrics), best, run_dir."""
+        try:
+            with self.dist.guard("a training step"):
+                return self._fit()
+        finally:
+            self.progress.close()
+            self.dist.shutdown()
+
+    def _fit(self) -> dict[str, Any]:
+        t = self.cfg.train
+        self._started = time.perf_counter()
+        first_step = self.step
+        trainer_io.announce(self)
+        stopped = "max_steps" if self.step >= t.max_steps else None
+        if stopped is None and self._at_epoch_limit():
+            stopped = "max_epochs"
+        while stopped is None:
+            t0 = time.perf_counter()
+            micro = self._next_microbatches()
+            if not micro:
+                stopped = "max_epochs"
+                break
+            batches = [self.task.collate(ix, "train").to(self.device) for ix in micro]
+            self.ddp_model.train()
+            lr = float(self.optimizer.param_groups[0]["lr"])
+            loss_sum, nll_sum, N = accumulate_gradients(
+                self.ddp_model,
+                self.task,
+                batches,
+                self.dist,
+                label_smoothing=t.label_smoothing,
+                autocast=self._autocast,
+                scaler=self.scaler if self.scaler.is_enabled() else None,
+            )
+            stats = apply_update(
+                self.model,
+                self.optimizer,
+                self.schedule,
+                loss_sum,
+                nll_sum,
+                N,
+                self.dist,
+                step=self.step + 1,
+                clip_norm=t.clip_norm,
+                nonfinite=t.nonfinite,
+                scaler=self.scaler,
+            )
+            self.step += 1
+            w = self.window
+            w.steps += 1
+            w.loss_sum += stats.loss_sum
+            w.nll_sum += stats.nll_sum
+            w.tokens += stats.n_tokens
+            w.grad_norm_sum += stats.grad_norm if math.isfinite(stats.grad_norm) else 0.0
+            w.train_time += time.perf_counter() - t0
+            w.skipped += int(stats.skipped)
+            w.lr = lr
+            self.progress.advance(self._window_summary())
+            if self.step % t.log_every == 0:
+                self._log()
+            if self.step % t.valid_every == 0 and self._validate():
+                stopped = "early_stop"
+            if stopped is None and self._at_epoch_limit():
+                stopped = "max_epochs"
+            if stopped is None and self.step >= t.max_steps:
+                stopped = "max_steps"
+            if self.step % t.save_every == 0 or stopped is not None:
+                trainer_io.save_step(self)
+        if self.window.steps and self.step > first_step:
+            self._log()
+        if self.last_valid is None or self.last_valid[0] != self.step:
+            self.last_valid = (self.step, self._evaluate("valid"))
+            if self.dist.is_main:
+                self._record_valid("final", self.last_valid[1], improved=False)
+        return trainer_io.finish(self, stopped)
+
+    def _autocast(self) -> Any:
+        return autocast_context(self.precision, self.device)
+
+    def _next_microbatches(self) -> list[list[int]]:
+        """Up to k index lists; fewer only when the last allowed epoch ends."""
+        out: list[list[int]] = []
+        while len(out) < self.accum_steps:
+            if self._iter is None:
+                if self._at_epoch_limit():
+                    break
+                self._iter = iter(self.batcher)
+            try:
+                out.append(next(self._iter))
+            except StopIteration:
+                self._iter = None
+        return out
+
+    def _at_epoch_limit(self) -> bool:
+        limit = self.cfg.train.max_epochs
+        if limit is None:
+            return False
+        b = self.batcher
+        return b.epoch >= limit or (b.epoch == limit - 1 and b.position >= len(b))
+
+    @property
+    def elapsed(self) -> float:
+        return self.elapsed_before + time.perf_counter() - self._started
+
+    def _window_summary(self) -> dict[str, float]:
+        w = self.window
+        return {
+            "loss": w.loss_sum / max(w.tokens, 1),
+            "lr": w.lr,
+            "tokens_per_s": w.tokens / max(w.train_time, 1e-9),
+        }
+
+    def _log(self) -> None:
+        w = self.window
+        mean_nll = w.nll_sum / max(w.tokens, 1)
+        record = {
+            "event": "train",
+            "step": self.step,
+            "epoch": self.batcher.epoch,
+            **self._window_summary(),
+            "ppl": math.exp(mean_nll) if mean_nll < 700 else math.inf,
+            "grad_norm": w.grad_norm_sum / max(w.steps - w.skipped, 1),
+            "elapsed": self.elapsed,
+            "skipped": w.skipped,
+        }
+        if self.dist.is_main:
+            self.progress.record(record)
+        self.window = LogWindow()
+
+    # -- validation and checkpoints --------------------------------------------------------
+
+    def _evaluate(self, split: str) -> dict[str, float]:
+        """Rank 0 evaluates the plain (unwrapped) model; every rank gets the metrics."""
+
+        def run() -> dict[str, float]:
+            with self._autocast():
+                return {k: float(v) for k, v in self.task.evaluate(self.model, split).items()}
+
+        return self.dist.on_main(run)
+
+    def _validate(self) -> bool:
+        """Validate, track the best (saving ``checkpoints/best``); True: stop early."""
+        metrics = self._evaluate("valid")
+        improved = self.early.update(metrics, self.step)
+        self.last_valid = (self.step, metrics)
+        if self.dist.is_main:
+            self._record_valid("valid", metrics, improved)
+            if improved:
+                trainer_io.save_best(self, metrics)
+        return self.early.should_stop
+
+    def _record_valid(self, event: str, metrics: dict[str, float], improved: bool) -> None:
+        record = {
+            "event": event,
+            "step": self.step,
+            "epoch": self.batcher.epoch,
+            "elapsed": self.elapsed,
+            "split": "valid",
+            **prefixed(metrics, "valid"),
+            "best": improved,
+        }
+        self.progress.record(record)

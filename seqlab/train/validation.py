@@ -1,0 +1,76 @@
+"""Validation bookkeeping: which score is "best", and when to stop early.
+
+The selection metric is ``train.early_stop_metric`` (a key of ``task.evaluate``'s result,
+e.g. ``exact_match`` or ``loss``) compared by ``train.early_stop_mode``; when it is unset,
+the validation ``loss`` (mode ``min``) selects the best checkpoint and training never stops
+early. ``train.patience`` p: stop after p validations in a row without improvement
+(None: never). A tie is not an improvement.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from seqlab.errors import SeqlabError
+
+
+@dataclass
+class EarlyStopping:
+    """Best value so far, the step that reached it and the evaluations since.
+
+    Its ``state_dict`` goes into every checkpoint so that a resumed run stops where the
+    uninterrupted one would have.
+    """
+
+    metric: str = "loss"
+    mode: Literal["min", "max"] = "min"
+    patience: int | None = None
+    best: float | None = None
+    best_step: int | None = None
+    bad_evals: int = 0
+
+    @classmethod
+    def from_train_config(cls, train: Any) -> EarlyStopping:
+        if train.early_stop_metric is None:
+            return cls("loss", "min", train.patience)
+        return cls(train.early_stop_metric, train.early_stop_mode, train.patience)
+
+    def improves(self, value: float) -> bool:
+        if not math.isfinite(value):
+            return False
+        if self.best is None:
+            return True
+        return value < self.best if self.mode == "min" else value > self.best
+
+    def update(self, metrics: dict[str, float], step: int, split: str = "valid") -> bool:
+        """Record one validation; True when it is the new best."""
+        if self.metric not in metrics:
+            raise SeqlabError(
+                f"train.early_stop_metric={self.metric!r} is not reported by the task on "
+                f"'{split}'; it reports: {', '.join(sorted(metrics))}"
+            )
+        value = float(metrics[self.metric])
+        if self.improves(value):
+            self.best, self.best_step, self.bad_evals = value, step, 0
+            return True
+        self.bad_evals += 1
+        return False
+
+    @property
+    def should_stop(self) -> bool:
+        return self.patience is not None and self.bad_evals >= self.patience
+
+    def state_dict(self) -> dict[str, Any]:
+        return {"best": self.best, "best_step": self.best_step, "bad_evals": self.bad_evals}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.best = state.get("best")
+        self.best_step = state.get("best_step")
+        self.bad_evals = int(state.get("bad_evals", 0))
+
+
+def prefixed(metrics: dict[str, float], split: str) -> dict[str, float]:
+    """``{"loss": 1.2}`` → ``{"valid/loss": 1.2}`` (the metrics.jsonl / TensorBoard keys)."""
+    return {f"{split}/{k}": float(v) for k, v in metrics.items()}

@@ -1,0 +1,97 @@
+"""``seqlab train | evaluate | config``: user errors are one line with exit code 2 (real
+subprocesses of ``python -m seqlab``), and the commands print what docs/training.md says
+(in-process)."""
+
+import json
+import subprocess
+import sys
+
+import pytest
+import torch
+import yaml
+
+from seqlab.cli.main import main
+from seqlab.run_config import resolve_run
+from tests.train.tiny import tiny, write_preset
+
+
+@pytest.fixture(autouse=True)
+def _keep_torch_threads():
+    n = torch.get_num_threads()
+    yield
+    torch.set_num_threads(n)
+
+
+@pytest.fixture
+def preset(tmp_path):
+    return write_preset(tmp_path / "tiny.yaml", tiny(**{"train.max_steps": 4}))
+
+
+def test_user_errors_are_one_line_and_exit_code_2(tmp_path, preset):
+    not_a_run = tmp_path / "not-a-run"
+    not_a_run.mkdir()
+    cases = {
+        "bad key": (["train", str(preset), "train.max_stpes=3"], "Did you mean 'max_steps'"),
+        "missing preset": (["train", str(tmp_path / "nope.yaml")], "no such preset file"),
+        "resume non-run": (["train", "--resume", str(not_a_run)], "not a seqlab run"),
+    }
+    procs = {
+        name: subprocess.Popen(
+            [sys.executable, "-m", "seqlab", *argv],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for name, (argv, _) in cases.items()
+    }
+    for name, proc in procs.items():
+        out, err = proc.communicate(timeout=120)
+        assert proc.returncode == 2, (name, err)
+        lines = err.strip().splitlines()
+        assert len(lines) == 1 and lines[0].startswith("seqlab: error: "), (name, err)
+        assert cases[name][1] in lines[0], (name, lines[0])
+
+
+def test_config_show_prints_the_resolved_yaml(capsys, preset):
+    assert main(["config", "show", str(preset), "model.d_model=32"]) == 0
+    shown = yaml.safe_load(capsys.readouterr().out)
+    assert shown["model"]["d_model"] == 32
+    assert resolve_run(shown) == resolve_run(preset, ["model.d_model=32"])
+
+
+def test_config_validate(capsys, preset):
+    assert main(["config", "validate", str(preset)]) == 0
+    assert capsys.readouterr().out.startswith(f"ok: {preset} — task algorithmic")
+    assert main(["config", "validate", str(preset), "train.precision=fp64"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("seqlab: error: ") and "'fp64' is not one of" in err
+
+
+def test_train_resume_and_evaluate(tmp_path, capsys, preset):
+    run = tmp_path / "run"
+    assert main(["train", str(preset), "--run-dir", str(run), "train.valid_every=2"]) == 0
+    out = capsys.readouterr().out.strip().splitlines()
+    assert out[0] == f"seqlab: run dir {run}"
+    assert "effective batch = 96 tokens/rank × 1 rank(s) × 1 accum = 96" in out[3]
+    summary = json.loads(out[-1])
+    assert summary["step"] == 4 and summary["stopped"] == "max_steps"
+
+    assert main(["train", str(preset), "--run-dir", str(run)]) == 2  # not empty
+    assert "--overwrite" in capsys.readouterr().err
+
+    assert main(["train", "--resume", str(run), "train.max_steps=6"]) == 0
+    out = capsys.readouterr().out.strip().splitlines()
+    assert out[0] == f"seqlab: run dir {run}, resumed at step 4"
+    assert json.loads(out[-1])["step"] == 6
+    assert main(["train", "--resume", str(run), "model.d_model=8"]) == 2
+    assert "only train.*" in capsys.readouterr().err
+
+    assert main(["evaluate", str(run)]) == 0
+    out = capsys.readouterr().out.strip().splitlines()
+    assert out[0].startswith(f"checkpoint {run / 'checkpoints' / 'best'} (step 6)")
+    assert out[1].split() == ["metric", "value"]
+    record = json.loads(out[-1])
+    assert {"loss", "ppl", "exact_match", "token_acc"} <= set(record)
+    assert [line.split()[0] for line in out[2:-1]] == list(record)[3:]  # one row each
+    assert main(["evaluate", str(run), "--split", "test"]) == 2
+    assert "no split 'test'" in capsys.readouterr().err
