@@ -52,6 +52,7 @@ class TrainConfig:
     seed: int = 0
     max_steps: int = 1000
     max_epochs: int | None = None
+    max_minutes: float | None = None
     accum_steps: int = 1
     precision: Literal["auto", "fp32", "bf16", "fp16"] = "auto"
     device: str = "auto"
@@ -76,6 +77,8 @@ class TrainConfig:
         for name in ("max_steps", "accum_steps", "log_every", "valid_every", "save_every"):
             if getattr(self, name) < 1:
                 raise ValueError(f"train.{name} must be >= 1, got {getattr(self, name)}")
+        if self.max_minutes is not None and not self.max_minutes > 0:
+            raise ValueError(f"train.max_minutes must be > 0, got {self.max_minutes}")
 
 
 @dataclass(frozen=True)

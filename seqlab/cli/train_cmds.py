@@ -84,6 +84,8 @@ def _cmd_evaluate(args: argparse.Namespace) -> int:
     from seqlab import api
 
     loaded = api.load(args.path, data_dir=_data_dir(args), device=args.device)
+    if args.src or args.ref:
+        return _evaluate_files(loaded, args)
     splits = getattr(loaded.task, "splits", None)
     if isinstance(splits, dict) and args.split not in splits:
         raise SeqlabError(
@@ -94,6 +96,25 @@ def _cmd_evaluate(args: argparse.Namespace) -> int:
     print(format_table(list(metrics.items())))
     record = {"checkpoint": str(loaded.checkpoint), "step": loaded.step, "split": args.split}
     print(json.dumps({**record, **metrics}))
+    return 0
+
+
+def _evaluate_files(loaded: Any, args: argparse.Namespace) -> int:
+    """``seqlab evaluate CKPT --src F --ref F``: decode any parallel test set and score it."""
+    from seqlab.cli.translate_cmd import print_file_scores
+
+    if not (args.src and args.ref):
+        raise SeqlabError("evaluate: give both --src FILE and --ref FILE (a parallel test set)")
+    evaluate_files = getattr(loaded, "evaluate_files", None)
+    if evaluate_files is None:
+        raise SeqlabError(
+            f"evaluate --src/--ref needs a translation model; {args.path} is task "
+            f"'{loaded.config.task}' — use --split instead"
+        )
+    result = evaluate_files(
+        args.src, args.ref, beam=args.beam, plot_path=args.plot, hyp_path=args.hyp
+    )
+    print_file_scores(result, as_json=args.json)
     return 0
 
 
@@ -129,6 +150,12 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--split", default="valid")
     p.add_argument("--data-dir")
     p.add_argument("--device", default="cpu")
+    p.add_argument("--src", help="source file of a parallel test set (translation)")
+    p.add_argument("--ref", help="reference file of that test set")
+    p.add_argument("--beam", type=int, default=5, help="beam width for --src/--ref")
+    p.add_argument("--plot", help="write BLEU by source length as a PNG here")
+    p.add_argument("--hyp", help="write the detokenised hypotheses here")
+    p.add_argument("--json", action="store_true", help="one JSON object instead of text")
     p.set_defaults(func=_cmd_evaluate)
 
     p = sub.add_parser("config", help="show or validate a resolved config")

@@ -20,11 +20,12 @@ import json
 import sys
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, TextIO
-
-from torch import Tensor
+from typing import TYPE_CHECKING, Any, TextIO
 
 from seqlab.errors import SeqlabError
+
+if TYPE_CHECKING:  # torch is imported by the command itself, not by `seqlab --version`
+    from torch import Tensor
 
 CHUNK = 256  # stdin lines decoded together
 

@@ -40,6 +40,7 @@ import torch
 from torch import Tensor, nn
 
 from seqlab.models.convs2s_attention import MultiStepAttention, scale_gradient
+from seqlab.nn.dropout import Dropout
 from seqlab.nn.embedding import Embedding, tied_logits
 from seqlab.nn.glu import ConvGLUBlock
 from seqlab.nn.positional import LearnedPositionalEmbedding
@@ -163,7 +164,7 @@ class ConvS2S(nn.Module):
         )
         self.attention = nn.ModuleList(MultiStepAttention(C, E) for _ in range(cfg.decoder_layers))
         self.decoder_out = _init_linear(nn.Linear(C, E))  # C -> E
-        self.output_dropout = nn.Dropout(cfg.dropout)
+        self.output_dropout = Dropout(cfg.dropout)
         if cfg.tie_output:
             self.W_o = None
             self.b_o = nn.Parameter(torch.zeros(tgt_vocab))  # (V,)

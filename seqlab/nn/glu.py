@@ -25,6 +25,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from seqlab.nn.conv import causal_padding, same_padding
+from seqlab.nn.dropout import Dropout
 
 residual_scale = math.sqrt(0.5)
 """Gehring 2017 §3.4: (h + x)·√0.5 keeps the variance of a sum of two equal-variance terms."""
@@ -97,7 +98,7 @@ class ConvGLUBlock(nn.Module):
         self.kernel_size = kernel_size
         self.causal = causal
         self.pad = causal_padding(kernel_size) if causal else same_padding(kernel_size)
-        self.dropout = nn.Dropout(dropout)
+        self.dropout = Dropout(dropout)
         self.conv = nn.Conv1d(channels, 2 * channels, kernel_size)  # W^l, b_w^l
         self.glu = GLU(dim=1)  # channel axis of (B, 2C, T)
         p = 1.0 - dropout  # retention probability

@@ -29,6 +29,8 @@ import math
 import torch
 from torch import Tensor, nn
 
+from seqlab.nn.dropout import Dropout
+
 
 def sinusoidal_table(
     n_positions: int,
@@ -84,7 +86,7 @@ class SinusoidalPositionalEncoding(nn.Module):
     def __init__(self, d_model: int, max_len: int = 1024, dropout: float = 0.0) -> None:
         super().__init__()
         self.d_model = d_model
-        self.dropout = nn.Dropout(dropout)
+        self.dropout = Dropout(dropout)
         PE = sinusoidal_table(max_len, d_model)  # (max_len, D)
         self.register_buffer("PE", PE, persistent=False)
         self.PE: Tensor
@@ -126,7 +128,7 @@ class LearnedPositionalEmbedding(nn.Module):
         self.max_len = max_len
         self.d_model = d_model
         self.P = nn.Parameter(torch.empty(max_len, d_model))  # (max_len, D)
-        self.dropout = nn.Dropout(dropout)
+        self.dropout = Dropout(dropout)
         self.reset_parameters()
 
     def reset_parameters(self) -> None:

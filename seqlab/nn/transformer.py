@@ -27,6 +27,7 @@ from typing import Literal
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from seqlab.nn.dropout import Dropout
 from seqlab.nn.masks import attention_mask
 from seqlab.nn.multihead import MultiHeadAttention
 
@@ -62,7 +63,7 @@ class FeedForward(nn.Module):
         self.activation = activation
         self.W_1 = nn.Linear(d_model, d_ff)  # W_1, b_1
         self.W_2 = nn.Linear(d_ff, d_model)  # W_2, b_2
-        self.dropout = nn.Dropout(dropout)
+        self.dropout = Dropout(dropout)
 
     def forward(self, x: Tensor) -> Tensor:
         h = self.W_1(x)  # (B, T, d_ff)
@@ -87,7 +88,7 @@ class ResidualSublayers(nn.Module):
     def __init__(self, dropout: float, norm_first: bool) -> None:
         super().__init__()
         self.norm_first = norm_first
-        self.dropout = nn.Dropout(dropout)  # P_drop, "residual dropout" (§5.4)
+        self.dropout = Dropout(dropout)  # P_drop, "residual dropout" (§5.4)
 
     def sublayer_in(self, x: Tensor, norm: nn.LayerNorm) -> Tensor:
         return norm(x) if self.norm_first else x  # (B, T, D)

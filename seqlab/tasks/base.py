@@ -14,7 +14,6 @@ from typing import Any
 
 import numpy as np
 import torch
-import torch.nn.functional as F
 from torch import Tensor, nn
 
 
@@ -42,23 +41,27 @@ def token_cross_entropy(
     """Σ_t CE(softmax(logits_t), y_t) over non-pad targets, in fp32.
 
     With label smoothing ε (Szegedy et al. 2016; Vaswani 2017 §5.4) the target is
-    (1 − ε)·onehot(y) + ε/V.
+    (1 − ε)·onehot(y) + ε/V, i.e. loss = (1 − ε)·(−log p(y)) + ε·(−(1/V) Σ_v log p(v)),
+    the same as ``F.cross_entropy(label_smoothing=ε)`` (tested). Only the non-pad rows
+    are projected through one log-softmax, shared by the loss and the NLL.
 
     Shapes:
         logits: (B, T, V) any float dtype (upcast to fp32 here)
         target: (B, T) long, pad_id at padding
     """
-    flat = logits.float().flatten(0, 1)  # (B·T, V)
-    y = target.flatten()  # (B·T,)
-    loss_sum = F.cross_entropy(
-        flat, y, ignore_index=pad_id, reduction="sum", label_smoothing=label_smoothing
-    )
+    keep = target != pad_id  # (B, T)
+    h = logits[keep]  # (N, V)
+    if h.dtype in (torch.float16, torch.bfloat16):
+        h = h.float()
+    lp = torch.log_softmax(h, dim=-1)  # (N, V), one log-softmax for loss and NLL
+    nll = -lp.gather(1, target[keep].unsqueeze(1)).squeeze(1)  # (N,)  −log p(y)
     if label_smoothing:
-        with torch.no_grad():
-            nll_sum = F.cross_entropy(flat, y, ignore_index=pad_id, reduction="sum")
+        smooth = -lp.mean(dim=-1)  # (N,)  −(1/V) Σ_v log p(v)
+        loss_sum = ((1.0 - label_smoothing) * nll + label_smoothing * smooth).sum()
     else:
-        nll_sum = loss_sum.detach()
-    return LossOutput(loss_sum, nll_sum, int((target != pad_id).sum()))
+        loss_sum = nll.sum()
+    nll_sum = nll.detach().sum()
+    return LossOutput(loss_sum, nll_sum, int(keep.sum()))
 
 
 class Task(ABC):

@@ -262,6 +262,8 @@ class Trainer:
                 stopped = "max_epochs"
             if stopped is None and self.step >= t.max_steps:
                 stopped = "max_steps"
+            if stopped is None and self._out_of_time():
+                stopped = "max_minutes"
             if self.step % t.save_every == 0 or stopped is not None:
                 trainer_io.save_step(self)
         if self.window.steps and self.step > first_step:
@@ -288,6 +290,18 @@ class Trainer:
             except StopIteration:
                 self._iter = None
         return out
+
+    def _out_of_time(self) -> bool:
+        """The wall-clock budget ``train.max_minutes`` (counted across resumes) is spent.
+
+        Rank 0's clock decides and every rank follows, so DDP ranks stop at the same step.
+        A time budget makes the stopping step depend on the machine's speed: runs that
+        must be reproducible bitwise should stop on max_steps instead.
+        """
+        budget = self.cfg.train.max_minutes
+        if budget is None:
+            return False
+        return bool(self.dist.broadcast_object(self.elapsed >= 60.0 * budget))
 
     def _at_epoch_limit(self) -> bool:
         limit = self.cfg.train.max_epochs

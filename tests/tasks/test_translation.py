@@ -435,3 +435,20 @@ def test_cli_prints_file_scores(tmp_path, prepared, capsys):
     assert "bleu_lc  100.00  nrefs:1|case:lc" in out and "| source words |" in out
     print_file_scores(result, as_json=True)
     assert json.loads(capsys.readouterr().out)["bleu"] == pytest.approx(100.0, abs=1e-9)
+
+
+def test_cli_evaluate_src_ref(checkpoint, prepared, trained, tmp_path, capsys):
+    from seqlab.cli.main import main
+
+    model, _ = trained
+    src, ref = tmp_path / "t.de", tmp_path / "t.en"
+    src.write_text("der hund läuft.\nein kind und eine katze.\n", encoding="utf-8")
+    ref.write_text("the dog runs.\na child and a cat.\n", encoding="utf-8")
+    expected = prepared.evaluate_files(model, src, ref, beam=2)
+    argv = ["evaluate", str(checkpoint), "--src", str(src), "--ref", str(ref), "--beam", "2"]
+    assert main([*argv, "--json"]) == 0
+    got = json.loads(capsys.readouterr().out)
+    for key in ("bleu", "bleu_lc", "chrf", "bleu_signature"):
+        assert got[key] == expected[key], key
+    assert main(argv[:4]) == 2  # --src without --ref
+    assert "--ref" in capsys.readouterr().err

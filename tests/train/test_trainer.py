@@ -210,3 +210,11 @@ def test_python_api_trains_and_loads_from_the_checkpoint_alone(tmp_path):
         alone.translate
     with pytest.raises(SeqlabError, match=r"\[0, 6\)"):
         alone.predict([[9]])
+
+
+def test_time_budget_stops_the_run_and_says_why():
+    over = {"train.max_steps": 1000, "train.max_minutes": 1e-6, "train.valid_every": 1000}
+    summary = Trainer(resolve_run(tiny(**over)), None, quiet=True).fit()
+    assert summary["stopped"] == "max_minutes" and summary["step"] == 1
+    with pytest.raises(Exception, match="max_minutes must be > 0"):
+        resolve_run(tiny(**{"train.max_minutes": 0}))
