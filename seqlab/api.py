@@ -165,7 +165,9 @@ class LoadedModel:
         return tuple(getattr(self.task, "inference_methods", ()))
 
     def evaluate(self, split: str = "valid") -> dict[str, float]:
-        return {k: float(v) for k, v in self.task.evaluate(self.model, split).items()}
+        """The task's metrics on ``split``; extra information a task attaches to its result
+        (translation: ``.signatures``, ``.hypotheses``) is kept."""
+        return self.task.evaluate(self.model, split)
 
     def __getattr__(self, name: str) -> Any:
         task = self.__dict__.get("task")

@@ -46,7 +46,14 @@ def _cmd_list(args: argparse.Namespace) -> int:
 def _cmd_demo(args: argparse.Namespace) -> int:
     from seqlab.demo import run_demo
 
-    return run_demo(seconds=args.seconds, seed=args.seed)
+    return run_demo(
+        seconds=args.seconds,
+        seed=args.seed,
+        quick=args.quick,
+        minutes=args.minutes,
+        run_dir=args.run_dir,
+        overrides=args.items,
+    )
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -59,9 +66,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--fields", action="store_true", help="also print each config's fields")
     p.set_defaults(func=_cmd_list)
 
-    p = sub.add_parser("demo", help="the notes' worked examples + a small model trained on CPU")
-    p.add_argument("--seconds", type=float, default=60.0, help="training time budget")
+    p = sub.add_parser("demo", help="the notes' worked examples + a model trained here")
+    p.add_argument("--quick", action="store_true", help="1-minute sequence-reversal demo")
+    p.add_argument("--minutes", type=float, default=14.0, help="translation training budget")
+    p.add_argument("--seconds", type=float, default=60.0, help="--quick training budget")
+    p.add_argument("--run-dir", help="where the translation run goes (default runs/demo-…)")
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("items", nargs="*", metavar="key=value", help="overrides for the preset")
     p.set_defaults(func=_cmd_demo)
 
     train_cmds.add_commands(sub)

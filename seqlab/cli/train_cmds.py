@@ -93,9 +93,15 @@ def _cmd_evaluate(args: argparse.Namespace) -> int:
         )
     metrics = loaded.evaluate(args.split)
     print(f"checkpoint {loaded.checkpoint} (step {loaded.step}), split {args.split}")
-    print(format_table(list(metrics.items())))
+    print(format_table([(k, float(v)) for k, v in metrics.items()]))
+    signatures = dict(getattr(metrics, "signatures", None) or {})
+    for name, sig in signatures.items():
+        print(f"{name} signature: {sig}")
     record = {"checkpoint": str(loaded.checkpoint), "step": loaded.step, "split": args.split}
-    print(json.dumps({**record, **metrics}))
+    record |= {k: float(v) for k, v in metrics.items()}
+    if signatures:
+        record["signatures"] = signatures
+    print(json.dumps(record))
     return 0
 
 

@@ -1,0 +1,1 @@
+"""seqlab.inspect: look inside trained models (attention maps, …)."""
