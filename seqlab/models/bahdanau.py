@@ -28,6 +28,7 @@ from torch import Tensor, nn
 from seqlab.models.rnn_common import (
     DeepOutput,
     RNNEncoderDecoder,
+    check_config,
     init_gaussian_orthogonal_,
     init_uniform_,
     lengths_of,
@@ -56,14 +57,7 @@ class BahdanauConfig:
     init_range: float = 0.1
 
     def __post_init__(self) -> None:
-        if self.encoder_layers < 1:
-            raise ValueError(f"encoder_layers must be >= 1, got {self.encoder_layers}")
-        if not 0.0 <= self.dropout < 1.0:
-            raise ValueError(f"dropout must be in [0, 1), got {self.dropout}")
-        if self.tie_output and self.readout_dim != self.emb_dim:
-            raise ValueError(
-                f"tie_output needs readout_dim == emb_dim, got {self.readout_dim}, {self.emb_dim}"
-            )
+        check_config(self, layers="encoder_layers", tied="readout_dim")
 
 
 @dataclass

@@ -28,6 +28,7 @@ from torch import Tensor, nn
 from seqlab.models.rnn_common import (
     RNNEncoderDecoder,
     batch_major,
+    check_config,
     init_uniform_,
     layer_major,
     lengths_of,
@@ -54,16 +55,9 @@ class LuongConfig:
     init_range: float = 0.1
 
     def __post_init__(self) -> None:
-        if self.layers < 1:
-            raise ValueError(f"layers must be >= 1, got {self.layers}")
-        if not 0.0 <= self.dropout < 1.0:
-            raise ValueError(f"dropout must be in [0, 1), got {self.dropout}")
+        check_config(self, layers="layers", tied="hidden_size")
         if self.bidirectional_encoder and self.hidden_size % 2:
             raise ValueError(f"bidirectional_encoder needs an even hidden_size: {self.hidden_size}")
-        if self.tie_output and self.hidden_size != self.emb_dim:
-            raise ValueError(
-                f"tie_output needs hidden_size == emb_dim, got {self.hidden_size}, {self.emb_dim}"
-            )
 
 
 @dataclass

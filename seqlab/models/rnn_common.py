@@ -38,6 +38,20 @@ from seqlab.nn.embedding import Embedding
 from seqlab.nn.recurrent import Recurrent
 
 
+def check_config(cfg: Any, layers: str, tied: str) -> None:
+    """The checks every RNN seq2seq config shares: ``cfg.<layers>`` ≥ 1, dropout in
+    [0, 1), and ``tie_output`` only when ``cfg.<tied>`` (the width the output matrix
+    multiplies) equals ``emb_dim``."""
+    if getattr(cfg, layers) < 1:
+        raise ValueError(f"{layers} must be >= 1, got {getattr(cfg, layers)}")
+    if not 0.0 <= cfg.dropout < 1.0:
+        raise ValueError(f"dropout must be in [0, 1), got {cfg.dropout}")
+    if cfg.tie_output and getattr(cfg, tied) != cfg.emb_dim:
+        raise ValueError(
+            f"tie_output needs {tied} == emb_dim, got {getattr(cfg, tied)}, {cfg.emb_dim}"
+        )
+
+
 def lengths_of(mask: Tensor) -> Tensor:
     """Real lengths from a padding mask (True = keep).  (B, S) bool -> (B,) long."""
     return mask.sum(dim=1)  # (B,)

@@ -21,6 +21,7 @@ from torch import Tensor
 from seqlab.models.rnn_common import (
     RNNEncoderDecoder,
     batch_major,
+    check_config,
     init_uniform_,
     layer_major,
     lengths_of,
@@ -57,14 +58,7 @@ class SutskeverConfig:
     init_range: float = 0.08
 
     def __post_init__(self) -> None:
-        if self.layers < 1:
-            raise ValueError(f"layers must be >= 1, got {self.layers}")
-        if not 0.0 <= self.dropout < 1.0:
-            raise ValueError(f"dropout must be in [0, 1), got {self.dropout}")
-        if self.tie_output and self.hidden_size != self.emb_dim:
-            raise ValueError(
-                f"tie_output needs hidden_size == emb_dim, got {self.hidden_size}, {self.emb_dim}"
-            )
+        check_config(self, layers="layers", tied="hidden_size")
 
 
 @dataclass

@@ -390,3 +390,20 @@ def test_dropout_is_active_in_training_only():
         atol=0,
         rtol=0,
     )
+
+
+@pytest.mark.parametrize(
+    "name, layers, tied",
+    [("sutskever", "layers", "hidden_size"), ("cho", "layers", "readout_dim"),
+     ("bahdanau", "encoder_layers", "readout_dim"), ("luong", "layers", "hidden_size")],
+)  # fmt: skip
+def test_bad_configs_are_rejected_with_the_field_name(name, layers, tied):
+    from seqlab.registry import MODELS
+
+    cls = MODELS.get(name).config_cls
+    with pytest.raises(ValueError, match=f"{layers} must be >= 1"):
+        cls(**{layers: 0})
+    with pytest.raises(ValueError, match=r"dropout must be in \[0, 1\)"):
+        cls(dropout=1.0)
+    with pytest.raises(ValueError, match=f"tie_output needs {tied} == emb_dim"):
+        cls(tie_output=True, emb_dim=8, **{tied: 16})
