@@ -152,6 +152,9 @@ def run_model(
     scored = loaded.evaluate("test")
     loaded.task.cfg = dataclasses.replace(loaded.task.cfg, test_beam=1)
     greedy = loaded.evaluate("test")
+    # kept for benchmarks/bleu_by_length.py (attention vs none, by source length)
+    for name, result in (("test-beam.hyp", scored), ("test-greedy.hyp", greedy)):
+        (run_dir / name).write_text("\n".join(result.hypotheses) + "\n", encoding="utf-8")
     return Row(
         model=model,
         params=sum(p.numel() for p in loaded.model.parameters()),
@@ -274,13 +277,13 @@ def render_section(
     return "\n".join(parts)
 
 
-def write_section(path: Path, section: str) -> None:
+def write_section(path: Path, section: str, heading: str = HEADING) -> None:
     """Put ``section`` into the markdown file at ``path``, replacing an existing section
     with the same heading (up to the next ``## `` heading) and keeping everything else."""
     text = path.read_text(encoding="utf-8") if path.is_file() else "# Results\n"
     lines = text.splitlines()
     try:
-        start = lines.index(HEADING)
+        start = lines.index(heading)
     except ValueError:
         body = text.rstrip("\n")
         path.parent.mkdir(parents=True, exist_ok=True)

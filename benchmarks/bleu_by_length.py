@@ -1,0 +1,153 @@
+"""Does attention help most on long sentences? BLEU by source-length bucket, per model.
+
+Reads the test2016 beam hypotheses that ``benchmarks/translation.py`` keeps in
+``<runs-dir>/bench-<model>/test-beam.hyp`` and scores them per source-length bucket
+(words of the German source: 1–10, 11–15, 16–20, 21–25, 26+) with sacreBLEU. It prints
+the table, writes the PNG ``docs/figures/bleu-by-length.png`` and the section "BLEU by
+source length" of docs/results.md with a verdict computed from the numbers:
+
+    gap(bucket) = mean lc BLEU of the attention models − mean of the models without
+                  (Sutskever, Cho); the notes' claim (Bahdanau 2015, Fig. 2) holds here
+                  when the gap on the longest bucket exceeds the gap on the shortest.
+
+    python benchmarks/bleu_by_length.py                 # every bench-* run that has hyps
+    python benchmarks/bleu_by_length.py --models sutskever,bahdanau
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import shlex
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+if str(ROOT) not in sys.path:  # run as a plain script
+    sys.path.insert(0, str(ROOT))
+
+from benchmarks.translation import write_section  # noqa: E402
+from seqlab import api  # noqa: E402
+from seqlab.data.multi30k import locate_multi30k  # noqa: E402
+from seqlab.data.readers import read_parallel  # noqa: E402
+from seqlab.eval.bleu import (  # noqa: E402
+    LengthBucket,
+    bleu_by_length,
+    bucket_table,
+    plot_bleu_by_length,  # noqa: E402
+)
+
+HEADING = "## BLEU by source length (Multi30k de→en, test2016)"
+NO_ATTENTION = ("sutskever", "cho")  # the fixed-vector encoder–decoders
+ORDER = ("sutskever", "cho", "bahdanau", "luong", "convs2s", "transformer")
+
+
+def read_hyps(path: Path, n: int) -> list[str]:
+    lines = path.read_text(encoding="utf-8").split("\n")
+    if lines and lines[-1] == "":
+        lines.pop()
+    if len(lines) != n:
+        raise SystemExit(
+            f"{path}: {len(lines)} hypotheses for {n} test sentences; rerun "
+            "benchmarks/translation.py for this model"
+        )
+    return lines
+
+
+def gaps(table: dict[str, list[LengthBucket]]) -> list[float | None] | None:
+    """Per bucket: mean lc BLEU of attention models − mean of no-attention models."""
+    with_att = [m for m in table if m not in NO_ATTENTION]
+    without = [m for m in table if m in NO_ATTENTION]
+    if not with_att or not without:
+        return None
+    out: list[float | None] = []
+    for i in range(len(next(iter(table.values())))):
+        a = [table[m][i].bleu_lc for m in with_att if table[m][i].bleu_lc is not None]
+        b = [table[m][i].bleu_lc for m in without if table[m][i].bleu_lc is not None]
+        out.append(sum(a) / len(a) - sum(b) / len(b) if a and b else None)
+    return out
+
+
+def verdict(g: list[float | None] | None) -> str:
+    if g is None:
+        return (
+            "not decided: needs at least one model with attention and one of "
+            f"{', '.join(NO_ATTENTION)}"
+        )
+    first, last = g[0], g[-1]
+    if first is None or last is None:
+        return "not decided: an end bucket is empty"
+    shape = ", ".join("–" if x is None else f"{x:+.1f}" for x in g)
+    if last > first:
+        return (
+            f"reproduced here: the attention models' lead grows from {first:+.1f} BLEU on "
+            f"the shortest sources to {last:+.1f} on the longest (per bucket: {shape})"
+        )
+    return (
+        f"not reproduced here: the attention models' lead is {first:+.1f} BLEU on the "
+        f"shortest sources and {last:+.1f} on the longest (per bucket: {shape})"
+    )
+
+
+def _link(png: str) -> str:
+    """The PNG's path as seen from docs/results.md."""
+    return png[len("docs/") :] if png.startswith("docs/") else png
+
+
+def main(argv: list[str] | None = None) -> str:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--models", help="comma-separated (default: every run with hypotheses)")
+    p.add_argument("--runs-dir", default="runs")
+    p.add_argument("--data-dir", default=str(api.default_data_dir() or ""))
+    p.add_argument("--out", default="docs/results.md")
+    p.add_argument("--png", default="docs/figures/bleu-by-length.png")
+    args = p.parse_args(argv)
+    runs = Path(args.runs_dir)
+    models = (
+        args.models.split(",")
+        if args.models
+        else [m for m in ORDER if (runs / f"bench-{m}" / "test-beam.hyp").is_file()]
+    )
+    if not models:
+        raise SystemExit(f"no {runs}/bench-*/test-beam.hyp: run benchmarks/translation.py first")
+    folder = locate_multi30k(args.data_dir or None, langs=("de", "en"))
+    pairs = read_parallel(folder / "test_2016_flickr.de.gz", folder / "test_2016_flickr.en.gz")
+    src, ref = [s for s, _ in pairs], [t for _, t in pairs]
+    table = {
+        m: bleu_by_length(src, read_hyps(runs / f"bench-{m}" / "test-beam.hyp", len(src)), ref)
+        for m in models
+    }
+    png = Path(args.png)
+    png.parent.mkdir(parents=True, exist_ok=True)
+    plot_bleu_by_length(table, png, title="Multi30k test2016 de→en, beam 5")
+    text = bucket_table(table)
+    said = verdict(gaps(table))
+    command = shlex.join(["python", "benchmarks/bleu_by_length.py", *argv])
+    section = "\n".join(
+        [
+            HEADING,
+            "",
+            f"Command: `{command}` (hypotheses from the runs of benchmarks/translation.py). "
+            f"Date: {datetime.date.today().isoformat()}.",
+            "",
+            "Lowercase sacreBLEU (13a) of the beam-5 test2016 output, by the German source's "
+            "length in words; n = sentences in the bucket. Without attention: "
+            f"{', '.join(m for m in models if m in NO_ATTENTION) or 'none'}.",
+            "",
+            text,
+            "",
+            f"![BLEU by source length]({_link(args.png)})",
+            "",
+            f"Verdict on the notes' claim (attention helps most on long sentences): {said}.",
+        ]
+    )
+    print(text)
+    print(said)
+    write_section(Path(args.out), section, HEADING)
+    print(f"wrote {args.out} and {png}")
+    return said
+
+
+if __name__ == "__main__":
+    main()

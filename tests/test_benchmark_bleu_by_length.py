@@ -1,0 +1,60 @@
+"""benchmarks/bleu_by_length.py on fake runs over the shipped test2016 data: the table,
+the PNG, the section in results.md and a verdict computed from the numbers."""
+
+import gzip
+from pathlib import Path
+
+from benchmarks import bleu_by_length as bbl
+from seqlab.data.multi30k import SHIPPED_DIR
+from seqlab.eval.bleu import LengthBucket
+
+
+def _refs() -> list[str]:
+    with gzip.open(SHIPPED_DIR / "test_2016_flickr.en.gz", "rt", encoding="utf-8") as f:
+        return f.read().splitlines()
+
+
+def _srcs() -> list[str]:
+    with gzip.open(SHIPPED_DIR / "test_2016_flickr.de.gz", "rt", encoding="utf-8") as f:
+        return f.read().splitlines()
+
+
+def test_attention_lead_growing_with_length_is_reported_as_reproduced(tmp_path: Path):
+    refs, srcs = _refs(), _srcs()
+    runs = tmp_path / "runs"
+    # "bahdanau": perfect output; "sutskever": perfect on short sources, garbage on long ones
+    worse = [r if len(s.split()) <= 15 else "a dog ." for r, s in zip(refs, srcs)]
+    for model, hyps in (("bahdanau", refs), ("sutskever", worse)):
+        (runs / f"bench-{model}").mkdir(parents=True)
+        (runs / f"bench-{model}" / "test-beam.hyp").write_text("\n".join(hyps) + "\n")
+    out, png = tmp_path / "results.md", tmp_path / "fig" / "len.png"
+    out.write_text("# Results\n\n## Other\n\nkept\n")
+    said = bbl.main(
+        [
+            "--runs-dir",
+            str(runs),
+            "--out",
+            str(out),
+            "--png",
+            str(png),
+            "--data-dir",
+            str(tmp_path / "nothing"),
+        ]
+    )
+    assert said.startswith("reproduced here")
+    text = out.read_text()
+    assert "## Other\n\nkept" in text and bbl.HEADING in text
+    assert "| sutskever bleu_lc | bahdanau bleu_lc |" in text
+    assert png.stat().st_size > 1000
+
+
+def _b(x):
+    return LengthBucket(label="", lo=1, hi=None, n=1, bleu=x, bleu_lc=x, chrf=x)
+
+
+def test_gap_and_verdict_from_numbers():
+    table = {"cho": [_b(30.0), _b(20.0)], "luong": [_b(35.0), _b(22.0)]}
+    assert bbl.gaps(table) == [5.0, 2.0]
+    assert bbl.verdict(bbl.gaps(table)).startswith("not reproduced here")
+    assert bbl.gaps({"luong": [_b(1.0)]}) is None
+    assert bbl.verdict(None).startswith("not decided")
