@@ -19,6 +19,17 @@ REGISTERING_MODULES: tuple[str, ...] = (
     "seqlab.models.convs2s",
     "seqlab.tasks.algorithmic",
     "seqlab.tasks.translation",
+    "seqlab.models.classifiers",
+    "seqlab.models.kim_cnn",
+    "seqlab.models.transformer_classifier",
+    "seqlab.tasks.classification",
+    "seqlab.models.tagger",
+    "seqlab.tasks.tagging",
+    "seqlab.models.rnn_lm",
+    "seqlab.models.transformer_lm",
+    "seqlab.tasks.lm",
+    "seqlab.models.nplm",
+    "seqlab.models.pointer_sentinel",
 )
 
 PRESET_DIR = Path(__file__).resolve().parent.parent / "configs"

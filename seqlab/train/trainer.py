@@ -12,7 +12,9 @@ The update rule (loss normalisation over the accumulated, distributed batch) is 
 A step checkpoint holds everything the next update depends on: model, optimizer, schedule,
 grad scaler, every RNG (of every rank), the batcher's epoch and position (batches this rank
 has consumed; a global step consumes W·k global batches, k on each rank), the step, the
-early-stopping counters and the log window, and the resolved config.
+early-stopping counters and the log window, the resolved config, and the task's own state
+when it has one (``task.state_tensors()`` / ``task.load_state_tensors(d)``: e.g. the lm
+task's hidden state carried across BPTT chunks, per rank).
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ from seqlab.data.batching import TokenBudgetBatcher
 from seqlab.errors import SeqlabError
 from seqlab.run_config import RunConfig, resolve_run
 from seqlab.train import trainer_io
+from seqlab.train.allocator import keep_freed_memory
 from seqlab.train.build import build_model, build_task
 from seqlab.train.checkpoint import load_checkpoint
 from seqlab.train.distributed import init_distributed, resolve_device
@@ -76,6 +79,7 @@ class Trainer:
     ) -> None:
         self.cfg = cfg
         t = cfg.train
+        keep_freed_memory()  # reuse big temporaries' pages step after step (allocator.py)
         self.dist = init_distributed(t.device, getattr(t, "dist_timeout", None))
         try:
             self._setup(run_dir, data_dir, overwrite, resume, quiet)
@@ -157,17 +161,23 @@ class Trainer:
         self.schedule = build_schedule(self.optimizer, cfg.schedule, cfg.schedule_cfg)
         self.scaler = make_grad_scaler(self.precision, self.device)
         b = t.batch
+        # A task may order its own batches (the lm task: contiguous BPTT chunks) with an
+        # object of TokenBudgetBatcher's interface (epoch, position, len, iter, state_dict).
+        make_batcher = getattr(self.task, "make_batcher", None)
         try:
-            self.batcher = TokenBudgetBatcher(
-                self.task.train_lengths(),
-                b.max_tokens,
-                max_len=b.max_len,
-                max_sentences=b.max_sentences,
-                seed=t.seed,
-                sort_window=b.sort_window,
-                rank=dist.rank,
-                world_size=dist.world_size,
-            )
+            if make_batcher is not None:
+                self.batcher = make_batcher(b, t.seed, dist.rank, dist.world_size)
+            else:
+                self.batcher = TokenBudgetBatcher(
+                    self.task.train_lengths(),
+                    b.max_tokens,
+                    max_len=b.max_len,
+                    max_sentences=b.max_sentences,
+                    seed=t.seed,
+                    sort_window=b.sort_window,
+                    rank=dist.rank,
+                    world_size=dist.world_size,
+                )
         except ValueError as exc:
             raise SeqlabError(f"train.batch: {exc}") from None
         self.early = EarlyStopping.from_train_config(t)

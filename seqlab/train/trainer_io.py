@@ -76,6 +76,11 @@ def restore(tr: Trainer, meta: CheckpointMeta) -> None:
         tr.batcher.load_state_dict(meta.sampler_state)
     except ValueError as exc:
         raise SeqlabError(f"{meta.path}: cannot resume the data order: {exc}") from None
+    load_task_state = getattr(tr.task, "load_state_tensors", None)
+    if load_task_state is not None:  # per rank: rank 0's in task_state, rank r's at r − 1
+        rank = tr.dist.rank
+        ranks = meta.extra.get("rank_task_state") or []
+        load_task_state(meta.extra.get("task_state") if rank == 0 else ranks[rank - 1])
     tr.step = meta.step
     tr.early.load_state_dict(state.get("early_stop", {}))
     tr.window = LogWindow(**state.get("window", {}))
@@ -131,6 +136,10 @@ def save_step(tr: Trainer) -> Path | None:
     """Write ``checkpoints/step-N`` (rank 0) and prune to ``keep_last``; every rank joins."""
     """Write ``checkpoints/step-N`` (rank 0) and prune to ``keep_last``; every rank joins."""
     rngs = tr.dist.all_gather_object(capture_rng_state()) if tr.dist.enabled else []
+    task_state = getattr(tr.task, "state_tensors", None)  # e.g. the lm task's carried state
+    task_states = [] if task_state is None else [task_state()]
+    if task_states and tr.dist.enabled:
+        task_states = tr.dist.all_gather_object(task_states[0])
     if tr.run is None or not tr.dist.is_main:
         return None
     trainer_state = {
@@ -154,6 +163,11 @@ def save_step(tr: Trainer) -> Path | None:
         extra={
             "trainer": trainer_state,
             "rank_rng": [{"json": s.json, "tensors": s.tensors} for s in rngs[1:]],
+            **(
+                {"task_state": task_states[0], "rank_task_state": task_states[1:]}
+                if task_states
+                else {}
+            ),
         },
         grad_scaler=tr.scaler,
     )
@@ -164,17 +178,22 @@ def save_step(tr: Trainer) -> Path | None:
 def announce(tr: Trainer) -> None:
     """The start lines (run dir, data, model, device, effective batch) and ``start`` event."""
     t, d = tr.cfg.train, tr.dist
-    per_rank = t.batch.max_tokens
+    per_rank = getattr(tr.batcher, "tokens_per_batch", t.batch.max_tokens)
     total = per_rank * d.world_size * tr.accum_steps
     n_params = count_parameters(tr.model)
     echo = tr.progress.echo
     where = f"run dir {tr.run.root}" if tr.run else "no run dir (nothing is saved)"
     resumed = f", resumed at step {tr.step}" if tr.step else ""
     echo(f"seqlab: {where}{resumed}", always=True)
+    describe = getattr(tr.batcher, "describe", None)  # a task's own batcher says what it reads
+    data = (
+        describe()
+        if describe is not None
+        else f"{tr.batcher.num_examples:,} training examples "
+        f"({tr.batcher.dropped.count:,} dropped > max_len {t.batch.max_len})"
+    )
     echo(
-        f"seqlab: task {tr.cfg.task}: {tr.batcher.num_examples:,} training examples "
-        f"({tr.batcher.dropped.count:,} dropped > max_len {t.batch.max_len}); "
-        f"model {tr.cfg.model}: {n_params:,} parameters",
+        f"seqlab: task {tr.cfg.task}: {data}; model {tr.cfg.model}: {n_params:,} parameters",
         always=True,
     )
     echo(

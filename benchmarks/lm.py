@@ -1,0 +1,417 @@
+"""Language-model benchmark: train the LM presets in a time budget, report perplexity / bpc.
+
+    python benchmarks/lm.py [--presets ptb-lstm,shakespeare-char-transformer,...]
+        [--minutes M] [--data-dir DIR] [--out docs/results.md] [--runs-dir runs]
+        [--no-fit-schedule] [key=value ...] [PRESET:key=value ...]
+
+For each preset: train ``configs/<preset>.yaml`` for ``--minutes`` (default: the preset's
+own ``train.max_minutes``) into ``<runs-dir>/bench-<preset>``, then evaluate the better of
+the best and the last checkpoint on valid and (PTB) test, and sample text from it (500
+characters for character models, 60 words for word models; temperature 0.8, seed 0).
+Word models report perplexity, character models nats and bits per character.
+
+A cosine schedule must end when the budget does: unless ``--no-fit-schedule``, a preset
+with ``schedule.name: cosine`` is first timed for a few updates and one validation, and
+``schedule.total_steps`` = ``train.max_steps`` is set to the updates that fit in the budget
+(validations included). Step-decay presets (the PTB RNNs: η × 0.8 per epoch) need nothing.
+
+Two presets are derived here rather than shipped: ``ptb-pointer-baseline`` is
+configs/ptb-pointer-sentinel.yaml with ``model.name: rnn_lm`` (the same LSTM without the
+pointer, its baseline at equal size and budget) and ``shakespeare-char-nanogpt`` is the
+character Transformer preset at nanoGPT's CPU size (4 layers, width 128, context 64, batch
+12, dropout 0), the model of the issue's 3-minute target.
+
+The table goes to stdout and replaces the section ``## Language models`` of ``--out``
+(other sections are kept).
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import datetime
+import json
+import os
+import platform
+import shlex
+import statistics
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from seqlab import api
+from seqlab.config import load_yaml
+from seqlab.run_config import resolve_run
+from seqlab.train.fingerprint import cpu_model
+from seqlab.train.trainer import Trainer
+
+ROOT = Path(__file__).resolve().parent.parent
+HEADING = "## Language models"
+PRESETS = (
+    "shakespeare-char-transformer",
+    "shakespeare-char-lstm",
+    "ptb-lstm",
+    "ptb-gru",
+    "ptb-rnn",
+    "ptb-transformer",
+    "ptb-nplm",
+    "ptb-pointer-sentinel",
+    "ptb-pointer-baseline",
+)
+DERIVED: dict[str, tuple[str, dict[str, dict[str, Any]], tuple[str, ...]]] = {
+    # name: (shipped preset, section → fields to set, model fields to drop)
+    "ptb-pointer-baseline": ("ptb-pointer-sentinel", {"model": {"name": "rnn_lm"}}, ("window",)),
+    "shakespeare-char-nanogpt": (
+        "shakespeare-char-transformer",
+        {
+            "model": {"layers": 4, "d_model": 128, "n_heads": 4, "d_ff": 512, "context": 64},
+            "task": {"bptt": 64, "batch_size": 12, "random_offset": True},
+            "schedule": {"warmup": 100},
+        },
+        (),
+    ),
+}
+# preset: (split, metric, target (≤), published reference), issue 5's targets.
+TARGETS: dict[str, tuple[str, str, float | None, str]] = {
+    "shakespeare-char-transformer": ("valid", "loss", 1.50, "nanoGPT 6×384 GPU: 1.47"),
+    "shakespeare-char-nanogpt": ("valid", "loss", 1.55, "nanoGPT CPU, 2,000 iters: 1.88"),
+    "shakespeare-char-lstm": ("valid", "loss", 1.60, "—"),
+    "ptb-lstm": ("test", "ppl", 90.0, "Zaremba small 114.5, medium 82.7"),
+    "ptb-gru": ("test", "ppl", None, "—"),
+    "ptb-rnn": ("test", "ppl", None, "Mikolov RNN 124.7"),
+    "ptb-transformer": ("test", "ppl", None, "—"),
+    "ptb-nplm": ("test", "ppl", None, "Bengio 2003 (Brown): 252"),
+    "ptb-pointer-sentinel": ("test", "ppl", None, "Merity 2016 (2×650): 70.9"),
+    "ptb-pointer-baseline": ("test", "ppl", None, "—"),
+}
+
+
+@dataclass
+class Row:
+    preset: str
+    model: str
+    level: str
+    params: int
+    minutes: float
+    updates: int
+    epochs: float
+    tokens_per_s: float
+    valid: dict[str, float]
+    test: dict[str, float] | None
+    checkpoint: str
+    sample: str
+    fitted_steps: int | None = None
+    notes: list[str] = field(default_factory=list)
+
+    def value(self) -> float | None:
+        split, metric, _, _ = TARGETS.get(self.preset, ("valid", "loss", None, ""))
+        result = self.valid if split == "valid" else self.test
+        return None if result is None else result.get(metric)
+
+    @property
+    def target(self) -> float | None:
+        return TARGETS.get(self.preset, ("", "", None, ""))[2]
+
+    @property
+    def met(self) -> bool | None:
+        value = self.value()
+        return None if self.target is None or value is None else value <= self.target
+
+
+# ---------------------------------------------------------------------------- presets
+
+
+def load_preset(name: str) -> dict[str, Any]:
+    """The preset as a dict (a derived one built from its shipped base)."""
+    base, changes, drop = DERIVED.get(name, (name, {}, ()))
+    data = copy.deepcopy(load_yaml(ROOT / "configs" / f"{base}.yaml"))
+    for section, values in changes.items():
+        data.setdefault(section, {}).update(values)
+    for key in drop:
+        data["model"].pop(key, None)
+    return data
+
+
+def overrides_for(preset: str, overrides: list[str]) -> list[str]:
+    """Plain ``key=value`` overrides, and ``preset:key=value`` ones for this preset."""
+    out = []
+    for text in overrides:
+        head, _, rest = text.partition(":")
+        if "=" in head or not rest:
+            out.append(text)
+        elif head == preset:
+            out.append(rest)
+    return out
+
+
+def fit_schedule(
+    data: dict[str, Any], overrides: list[str], minutes: float, data_dir: str | None
+) -> tuple[list[str], int]:
+    """Time a few updates and one validation; return overrides setting the cosine
+    schedule's total_steps (= max_steps) to the updates that fit in ``minutes``."""
+    probe = [*overrides, "train.max_steps=20", "train.valid_every=1000000", "train.progress=false"]
+    probe += ["train.save_every=1000000", "train.max_minutes=null"]
+    cfg = resolve_run(data, probe)
+    trainer = Trainer(cfg, None, Path(data_dir) if data_dir else api.default_data_dir(), quiet=True)
+    t0 = time.perf_counter()
+    trainer.fit()  # 20 updates and a final validation
+    total = time.perf_counter() - t0
+    t1 = time.perf_counter()
+    trainer.task.evaluate(trainer.model, "valid")
+    t_valid = time.perf_counter() - t1
+    per_step = max(total - t_valid, 1e-3) / 20
+    valid_every = cfg.train.valid_every
+    steps = int(0.97 * 60.0 * minutes / (per_step + t_valid / valid_every))
+    steps = max(steps, cfg.schedule_cfg.warmup + 1)
+    return [f"schedule.total_steps={steps}", f"train.max_steps={steps}"], steps
+
+
+def train_tokens_per_s(metrics: Path) -> float:
+    rates = []
+    for line in metrics.read_text(encoding="utf-8").splitlines():
+        record = json.loads(line)
+        if record.get("event") == "train" and "tokens_per_s" in record:
+            rates.append(float(record["tokens_per_s"]))
+    return statistics.median(rates) if rates else float("nan")
+
+
+def run_preset(
+    preset: str,
+    minutes: float | None,
+    overrides: list[str],
+    data_dir: str | None,
+    runs_dir: Path,
+    fit: bool,
+    quiet: bool,
+) -> Row:
+    data = load_preset(preset)
+    budget = minutes if minutes is not None else data.get("train", {}).get("max_minutes")
+    if budget is None:
+        raise SystemExit(f"{preset}: no train.max_minutes in the preset: pass --minutes")
+    texts = [f"train.max_minutes={budget}", *overrides]
+    fitted = None
+    if fit and data.get("schedule", {}).get("name") == "cosine":
+        extra, fitted = fit_schedule(data, texts, budget, data_dir)
+        texts += extra
+    run_dir = runs_dir / f"bench-{preset}"
+    run = api.train(
+        data, run_dir=run_dir, data_dir=data_dir, overrides=texts, overwrite=True, quiet=quiet
+    )
+    summary = run.metrics
+    best, final = summary.get("best") or {}, summary.get("valid") or {}
+    use_best = best.get("value") is not None and best["value"] < final.get(best["metric"], 1e300)
+    loaded = api.load(run_dir, data_dir=data_dir, prefer="best" if use_best else "latest")
+    task = loaded.task
+    valid = loaded.evaluate("valid")
+    test = loaded.evaluate("test") if "test" in task.corpus.splits else None
+    n_sample = 500 if task.is_char else 60
+    sample = loaded.generate(None, max_tokens=n_sample, temperature=0.8, seed=0)
+    stream = task.ids("train").numel()
+    tokens_seen = summary["step"] * task.cfg.batch_size * task.cfg.bptt
+    return Row(
+        preset=preset,
+        model=loaded.config.model,
+        level=task.cfg.level,
+        params=sum(p.numel() for p in loaded.model.parameters()),
+        minutes=float(summary["elapsed"]) / 60.0,
+        updates=int(summary["step"]),
+        epochs=tokens_seen / stream,
+        tokens_per_s=train_tokens_per_s(run_dir / "metrics.jsonl"),
+        valid=dict(valid),
+        test=None if test is None else dict(test),
+        checkpoint=f"{loaded.checkpoint.name} (step {loaded.step})",
+        sample=sample,
+        fitted_steps=fitted,
+    )
+
+
+# ---------------------------------------------------------------------------- reporting
+
+
+def _metric(result: dict[str, float] | None, level: str) -> str:
+    if result is None:
+        return "—"
+    if level == "char":
+        return f"{result['nats_per_char']:.3f} nats ({result['bpc']:.3f} bpc)"
+    return f"{result['ppl']:.1f}"
+
+
+def format_table(rows: list[Row]) -> str:
+    head = (
+        "| preset | model | params | train min | updates | epochs | tok/s | valid | test | "
+        "checkpoint | published | target | met |"
+    )
+    lines = [head, "|" + "---|" * head.count(" | ") + "---|"]
+    for r in rows:
+        split, metric, target, published = TARGETS.get(r.preset, ("valid", "loss", None, "—"))
+        unit = "ppl" if metric == "ppl" else "nats/char"
+        shown = "—" if target is None else f"{split} {unit} ≤ {target:g}"
+        met = "—" if r.met is None else ("yes" if r.met else "**no**")
+        lines.append(
+            f"| `{r.preset}` | {r.model} | {r.params / 1e6:.2f}M | {r.minutes:.1f} | {r.updates} "
+            f"| {r.epochs:.1f} | {r.tokens_per_s:,.0f} | {_metric(r.valid, r.level)} "
+            f"| {_metric(r.test, r.level)} | {r.checkpoint} | {published} | {shown} | {met} |"
+        )
+    return "\n".join(lines)
+
+
+def machine_description() -> str:
+    return (
+        f"{cpu_model()}, {os.cpu_count()} cores, torch {torch.__version__} "
+        f"({torch.get_num_threads()} threads), Python {platform.python_version()}"
+    )
+
+
+def earlier_parts(path: Path, presets: list[str]) -> dict[str, list[str]]:
+    """From the section already in ``path``: the table rows and sample blocks of the presets
+    not run now, and (when any is kept) the earlier Command/Machine lines, so that separate
+    invocations (different budgets) build up one table."""
+    kept: dict[str, list[str]] = {"rows": [], "samples": [], "runs": []}
+    if not path.is_file():
+        return kept
+    lines = path.read_text(encoding="utf-8").splitlines()
+    if HEADING not in lines:
+        return kept
+    start = lines.index(HEADING) + 1
+    end = next((i for i in range(start, len(lines)) if lines[i].startswith("## ")), len(lines))
+    block: list[str] | None = None
+    for line in lines[start:end]:
+        name = line.split("`")[1] if line.count("`") >= 2 else None
+        if block is not None:
+            block.append(line)
+            if line == "```" and len(block) > 3:
+                kept["samples"] += ["", *block]
+                block = None
+        elif line.startswith("| `") and name not in presets:
+            kept["rows"].append(line)
+        elif line.startswith("`") and line.endswith("):") and name not in presets:
+            block = [line]
+        elif line.startswith(("Command: ", "Machine: ")):
+            kept["runs"].append(line)
+    if not kept["rows"]:
+        kept["runs"] = []
+    return kept
+
+
+def render_section(
+    rows: list[Row], command: str, earlier: dict[str, list[str]] | None = None
+) -> str:
+    earlier = earlier or {"rows": [], "samples": [], "runs": []}
+    table = format_table(rows).splitlines()
+    parts = [
+        HEADING,
+        "",
+        *[line for run in earlier["runs"] for line in (run, "")],
+        f"Command: `{command}`",
+        "",
+        f"Machine: {machine_description()}. Date: {datetime.date.today().isoformat()}.",
+        "",
+        *table[:2],
+        *earlier["rows"],
+        *table[2:],
+        "",
+        "Word level: perplexity exp(NLL / N) over every token, ⟨/s⟩ included. Character "
+        "level: NLL / N in nats per character (the training loss) and bits per character. "
+        "tok/s: median training tokens per second. epochs: training tokens read ÷ the "
+        "training stream. The checkpoint is the better of the best and the last.",
+    ]
+    fitted = [r for r in rows if r.fitted_steps]
+    if fitted:
+        parts += [
+            "",
+            "Cosine schedules fitted to the budget (schedule.total_steps = train.max_steps): "
+            + ", ".join(f"`{r.preset}` {r.fitted_steps}" for r in fitted)
+            + ".",
+        ]
+    by_name = {r.preset: r for r in rows}
+    pointer, base = by_name.get("ptb-pointer-sentinel"), by_name.get("ptb-pointer-baseline")
+    if pointer and base and pointer.test and base.test:
+        beats = "yes" if pointer.test["ppl"] < base.test["ppl"] else "**no**"
+        parts += [
+            "",
+            f"Pointer sentinel vs its LSTM baseline (same size and budget): test ppl "
+            f"{pointer.test['ppl']:.1f} vs {base.test['ppl']:.1f} — beats it: {beats}.",
+        ]
+    parts += ["", "Samples (temperature 0.8, seed 0, no prompt):", *earlier["samples"]]
+    for r in rows:
+        what = "characters" if r.level == "char" else "words"
+        n = 500 if r.level == "char" else 60
+        parts += ["", f"`{r.preset}` ({n} {what}):", "", "```text", r.sample.rstrip(), "```"]
+    return "\n".join(parts)
+
+
+def write_section(path: Path, section: str, heading: str = HEADING) -> None:
+    """Replace the section under ``heading`` (up to the next ``## ``) or append it."""
+    text = path.read_text(encoding="utf-8") if path.is_file() else "# Results\n"
+    lines = text.splitlines()
+    if heading not in lines:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(f"{text.rstrip()}\n\n{section}\n", encoding="utf-8")
+        return
+    start = lines.index(heading)
+    end = start + 1
+    while end < len(lines) and not lines[end].startswith("## "):
+        end += 1
+    after = lines[end:]
+    new = lines[:start] + section.splitlines() + ([""] + after if after else [])
+    path.write_text("\n".join(new) + "\n", encoding="utf-8")
+
+
+# ---------------------------------------------------------------------------- entry point
+
+
+def parse_args(argv: list[str]) -> argparse.Namespace:
+    p = argparse.ArgumentParser(prog="benchmarks/lm.py", description=__doc__.splitlines()[0])
+    p.add_argument("--presets", default=",".join(PRESETS), help="comma-separated preset names")
+    p.add_argument("--minutes", type=float, default=None, help="budget (default: the preset's)")
+    p.add_argument("--data-dir", default=None, help="data folder (default: ../shared/data)")
+    p.add_argument("--out", default=str(ROOT / "docs" / "results.md"), help="markdown file")
+    p.add_argument("--runs-dir", default="runs", help="run folders go to RUNS/bench-<preset>")
+    p.add_argument("--no-fit-schedule", action="store_true", help="keep cosine total_steps")
+    p.add_argument("--verbose", action="store_true", help="show the trainer's progress")
+    p.add_argument("overrides", nargs="*", help="key=value (all) or PRESET:key=value (one)")
+    args = p.parse_args(argv)
+    args.presets = [s.strip() for s in args.presets.split(",") if s.strip()]
+    for name in args.presets:
+        base = DERIVED.get(name, (name,))[0]
+        if not (ROOT / "configs" / f"{base}.yaml").is_file():
+            p.error(f"no preset configs/{base}.yaml for {name}")
+    return args
+
+
+def main(argv: list[str] | None = None) -> list[Row]:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    args = parse_args(argv)
+    command = shlex.join(["python", "benchmarks/lm.py", *argv])
+    for name in args.presets:  # check every config before training the first
+        resolve_run(load_preset(name), overrides_for(name, args.overrides))
+    rows = []
+    for name in args.presets:
+        t0 = time.perf_counter()
+        print(f"[{name}] training …", flush=True)
+        row = run_preset(
+            name,
+            args.minutes,
+            overrides_for(name, args.overrides),
+            args.data_dir,
+            Path(args.runs_dir),
+            fit=not args.no_fit_schedule,
+            quiet=not args.verbose,
+        )
+        rows.append(row)
+        took = (time.perf_counter() - t0) / 60.0
+        print(f"[{name}] valid {_metric(row.valid, row.level)}, test "
+              f"{_metric(row.test, row.level)} ({took:.1f} min)", flush=True)  # fmt: skip
+    out = Path(args.out)
+    print(format_table(rows))
+    write_section(out, render_section(rows, command, earlier_parts(out, args.presets)))
+    print(f"wrote {out} ({HEADING[3:]})")
+    return rows
+
+
+if __name__ == "__main__":
+    main()

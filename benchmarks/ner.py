@@ -1,0 +1,230 @@
+"""Named-entity benchmark: BiLSTM (softmax) and BiLSTM-CRF on CoNLL-2003, entity F1.
+
+    python benchmarks/ner.py [--models bilstm,bilstm-crf] [--minutes 28] [--data-dir DIR]
+        [--out docs/results.md] [--runs-dir runs] [key=value ...] [MODEL:key=value ...]
+
+For each model: train ``configs/conll-<model>.yaml`` for ``--minutes`` of wall-clock time
+(``train.max_minutes``) into ``<runs-dir>/bench-conll-<model>``, load its best checkpoint
+(best valid entity F1), and score valid (testa) and test (testb) with seqeval in
+conlleval mode: overall precision / recall / F1 and F1 per type. The tables go to stdout
+and replace the section ``## Named entities (CoNLL-2003)`` of ``--out`` (other sections
+are kept), with the CRF gain (BiLSTM-CRF F1 − BiLSTM F1) when both ran.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import shlex
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from seqlab import api
+from seqlab.train.build import count_parameters
+
+ROOT = Path(__file__).resolve().parent.parent
+if __package__ in (None, ""):  # run as a script: make the sibling benchmark importable
+    sys.path.insert(0, str(ROOT))
+from benchmarks.translation import (  # noqa: E402  (shared helpers of the benchmarks)
+    machine_description,
+    overrides_for,
+    train_tokens_per_s,
+)
+
+HEADING = "## Named entities (CoNLL-2003)"
+MODELS = ("bilstm", "bilstm-crf")
+LABELS = {"bilstm": "BiLSTM + char BiLSTM, softmax", "bilstm-crf": "BiLSTM-CRF + char BiLSTM"}
+TYPES = ("PER", "LOC", "ORG", "MISC")
+# issue 6: BiLSTM-CRF with char features and no external embeddings, test F1 ≥ 86.
+TARGETS = {"bilstm-crf": 86.0}
+# Lample et al. 2016, Table 1/4 (English test F1): LSTM-CRF with pretrained embeddings,
+# char features and dropout 90.94; without pretraining their ablation reports less.
+PUBLISHED = {"bilstm-crf": 90.94}
+
+
+@dataclass
+class Row:
+    """One model's result; F1, precision and recall in percent."""
+
+    model: str
+    params: int
+    minutes: float
+    updates: int
+    tokens_per_s: float
+    checkpoint: str
+    valid: dict[str, float] = field(default_factory=dict)
+    test: dict[str, float] = field(default_factory=dict)
+
+    @property
+    def target(self) -> float | None:
+        return TARGETS.get(self.model)
+
+    @property
+    def met(self) -> bool | None:
+        return None if self.target is None else self.test["f1"] >= self.target
+
+
+def preset_path(model: str) -> Path:
+    return ROOT / "configs" / f"conll-{model}.yaml"
+
+
+def run_model(
+    model: str,
+    minutes: float,
+    overrides: list[str],
+    data_dir: str | None,
+    runs_dir: Path,
+    quiet: bool = True,
+) -> Row:
+    """Train one preset for ``minutes``; score its best checkpoint on valid and test."""
+    run_dir = runs_dir / f"bench-conll-{model}"
+    run = api.train(
+        preset_path(model),
+        run_dir=run_dir,
+        data_dir=data_dir,
+        overrides=[f"train.max_minutes={minutes}", *overrides],
+        overwrite=True,
+        quiet=quiet,
+    )
+    loaded = api.load(run_dir, data_dir=data_dir, prefer="best")
+    return Row(
+        model=model,
+        params=count_parameters(loaded.model),
+        minutes=float(run.metrics["elapsed"]) / 60.0,
+        updates=int(run.metrics["step"]),
+        tokens_per_s=train_tokens_per_s(run_dir / "metrics.jsonl"),
+        checkpoint=f"{loaded.checkpoint.name} (step {loaded.step})",
+        valid={k: float(v) for k, v in loaded.evaluate("valid").items()},
+        test={k: float(v) for k, v in loaded.evaluate("test").items()},
+    )
+
+
+def format_tables(rows: list[Row]) -> str:
+    """The overall table, the per-type table and the CRF gain line (markdown)."""
+    head = (
+        "| model | params | train min | updates | tok/s | checkpoint | valid F1 | test F1 | "
+        "test P | test R | published | target | met |"
+    )
+    lines = [head, "|" + "---|" * head.count(" | ") + "---|"]
+    for r in rows:
+        target = "—" if r.target is None else f"≥ {r.target:.0f}"
+        met = "—" if r.met is None else ("yes" if r.met else "**no**")
+        published = PUBLISHED.get(r.model)
+        lines.append(
+            f"| {LABELS.get(r.model, r.model)} (`{r.model}`) | {r.params / 1e6:.2f}M "
+            f"| {r.minutes:.1f} | {r.updates} | {r.tokens_per_s:,.0f} | {r.checkpoint} "
+            f"| {r.valid['f1']:.2f} | {r.test['f1']:.2f} | {r.test['precision']:.2f} "
+            f"| {r.test['recall']:.2f} | {'—' if published is None else f'{published:.2f}'} "
+            f"| {target} | {met} |"
+        )
+    per_type = "| model | split | " + " | ".join(TYPES) + " | all |"
+    lines += ["", per_type, "|" + "---|" * (len(TYPES) + 3)]
+    for r in rows:
+        for split, m in (("valid", r.valid), ("test", r.test)):
+            cells = " | ".join(f"{m.get(f'f1_{t}', float('nan')):.2f}" for t in TYPES)
+            lines.append(f"| `{r.model}` | {split} | {cells} | {m['f1']:.2f} |")
+    by_name = {r.model: r for r in rows}
+    if {"bilstm", "bilstm-crf"} <= set(by_name):
+        crf, soft = by_name["bilstm-crf"], by_name["bilstm"]
+        gain_valid = crf.valid["f1"] - soft.valid["f1"]
+        gain_test = crf.test["f1"] - soft.test["f1"]
+        lines += [
+            "",
+            f"CRF gain (BiLSTM-CRF − BiLSTM, entity F1): valid {gain_valid:+.2f}, "
+            f"test {gain_test:+.2f}.",
+        ]
+    return "\n".join(lines)
+
+
+def render_section(rows: list[Row], command: str, minutes: float) -> str:
+    return "\n".join(
+        [
+            HEADING,
+            "",
+            f"Command: `{command}`",
+            "",
+            f"Machine: {machine_description()}. Date: {datetime.date.today().isoformat()}. "
+            f"Budget: {minutes:g} min of training per model (`train.max_minutes`).",
+            "",
+            format_tables(rows),
+            "",
+            "Entity-level F1 / precision / recall in percent, by seqeval in its default "
+            "(conlleval-compatible) mode; valid = eng.testa, test = eng.testb. Random word "
+            "embeddings (no external vectors). The checkpoint is the one with the best valid "
+            "F1. The published number is Lample et al. 2016 (with pretrained embeddings).",
+        ]
+    )
+
+
+def write_section(path: Path, section: str, heading: str = HEADING) -> None:
+    """Replace the section starting at ``heading`` (up to the next ``## ``) or append it."""
+    text = path.read_text(encoding="utf-8") if path.is_file() else "# Results\n"
+    lines = text.splitlines()
+    if heading not in lines:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(f"{text.rstrip()}\n\n{section}\n", encoding="utf-8")
+        return
+    start = lines.index(heading)
+    end = next((i for i in range(start + 1, len(lines)) if lines[i].startswith("## ")), None)
+    after = lines[end:] if end is not None else []
+    new = lines[:start] + section.splitlines() + ([""] + after if after else [])
+    path.write_text("\n".join(new) + "\n", encoding="utf-8")
+
+
+def parse_args(argv: list[str]) -> argparse.Namespace:
+    p = argparse.ArgumentParser(
+        prog="benchmarks/ner.py",
+        description="Train and score the CoNLL-2003 NER taggers (entity F1 per type).",
+    )
+    p.add_argument("--models", default=",".join(MODELS), help="comma-separated preset names")
+    p.add_argument("--minutes", type=float, default=28.0, help="training budget per model")
+    p.add_argument("--data-dir", default=None, help="data folder (default: ../shared/data)")
+    p.add_argument("--out", default=str(ROOT / "docs" / "results.md"), help="markdown file")
+    p.add_argument("--runs-dir", default="runs", help="runs go to RUNS/bench-conll-<model>")
+    p.add_argument("--verbose", action="store_true", help="show the trainer's progress")
+    p.add_argument("overrides", nargs="*", help="key=value (all) or MODEL:key=value (one)")
+    args = p.parse_args(argv)
+    args.models = [m.strip() for m in args.models.split(",") if m.strip()]
+    for m in args.models:
+        if not preset_path(m).is_file():
+            p.error(f"no preset configs/conll-{m}.yaml (models: {', '.join(MODELS)})")
+    return args
+
+
+def main(argv: list[str] | None = None) -> list[Row]:
+    """Run the benchmark; print the tables and write the section; return the rows."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    args = parse_args(argv)
+    command = shlex.join(["python", "benchmarks/ner.py", *argv])
+    for model in args.models:  # check every config before training the first
+        api.resolve_config(preset_path(model), overrides_for(model, args.overrides))
+    rows = []
+    for model in args.models:
+        t0 = time.perf_counter()
+        print(f"[{model}] training {args.minutes:g} min …", flush=True)
+        row = run_model(
+            model,
+            args.minutes,
+            overrides_for(model, args.overrides),
+            args.data_dir,
+            Path(args.runs_dir),
+            quiet=not args.verbose,
+        )
+        rows.append(row)
+        took = (time.perf_counter() - t0) / 60.0
+        print(
+            f"[{model}] valid F1 {row.valid['f1']:.2f}, test F1 {row.test['f1']:.2f} "
+            f"({took:.1f} min with evaluation)",
+            flush=True,
+        )
+    out = Path(args.out)
+    print(format_tables(rows))
+    write_section(out, render_section(rows, command, args.minutes))
+    print(f"wrote {out} ({HEADING[3:]})")
+    return rows
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,87 @@
+"""`seqlab generate` and `seqlab score` on a tiny character model trained here: seeded
+output repeats, score's total is the sum of its rows, user errors give one line + exit 2."""
+
+import json
+import math
+
+import pytest
+import torch
+
+from seqlab import api
+from seqlab.cli.main import main
+
+TEXT = "\n".join(["to be or not to be", "that is the question", "the rest is silence"] * 40)
+
+
+@pytest.fixture(scope="module")
+def run_dir(tmp_path_factory):
+    n = torch.get_num_threads()
+    root = tmp_path_factory.mktemp("lm_cli")
+    corpus = root / "corpus.txt"
+    corpus.write_text(TEXT + "\n", encoding="utf-8")
+    cfg = {
+        "task": {"name": "lm", "data": "text", "path": str(corpus), "level": "char",
+                 "batch_size": 4, "bptt": 16, "eval_batch_size": 2},
+        "model": {"name": "rnn_lm", "cell": "gru", "emb_dim": 16, "hidden": 16, "layers": 1,
+                  "dropout": 0.0},
+        "train": {"max_steps": 20, "precision": "fp32", "threads": 1, "progress": False,
+                  "valid_every": 20, "save_every": 20, "optim": {"name": "adam", "lr": 1e-2}},
+    }  # fmt: skip
+    api.train(cfg, run_dir=root / "run", quiet=True)
+    torch.set_num_threads(n)
+    corpus.unlink()  # generate / score need only the checkpoint
+    return root / "run"
+
+
+def _main(capsys, *argv):
+    code = main([*map(str, argv)])
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_generate_with_a_seed_repeats_and_starts_with_the_prompt(run_dir, capsys):
+    args = ("generate", run_dir, "--prompt", "to be", "--max-tokens", 30, "--seed", 7)
+    code, first, _ = _main(capsys, *args)
+    assert code == 0 and first.startswith("to be")
+    assert len(first) == len("to be") + 30 + 1  # 30 characters and the final newline
+    assert _main(capsys, *args)[1] == first
+    other = _main(capsys, *args[:-1], 8)[1]
+    assert other != first
+    code, greedy, _ = _main(capsys, "generate", run_dir, "--temperature", 0, "--top-k", 3)
+    assert code == 0 and len(greedy) == 200 + 1
+
+
+def test_score_prints_log_p_equal_to_the_sum_of_its_tokens(run_dir, capsys):
+    code, out, _ = _main(capsys, "score", run_dir, "to be", "--json")
+    assert code == 0
+    record = json.loads(out)
+    assert [t["token"] for t in record["tokens"]] == list("to be")
+    total = sum(t["log_p"] for t in record["tokens"])
+    assert record["log_prob"] == pytest.approx(total, abs=1e-9)
+    assert record["log10_prob"] == pytest.approx(total / math.log(10), abs=1e-9)
+    code, text, _ = _main(capsys, "score", run_dir, "to be")
+    lines = text.splitlines()
+    assert code == 0 and lines[0].startswith(f"log P = {record['log_prob']:.4f}")
+    rows = lines[2:]
+    assert len(rows) == 5 and rows[2].split()[1] == "␣"  # the space, shown by name
+    assert sum(float(r.split()[-1]) for r in rows) == pytest.approx(record["log_prob"], abs=5e-4)
+
+
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (("generate", "{missing}"), "no such run directory or checkpoint"),
+        (("score", "{missing}", "to be"), "no such run directory or checkpoint"),
+        (("generate", "{run}", "--prompt", ""), "the prompt is empty"),
+        (("generate", "{run}", "--prompt", "zebra"), "never saw: 'z'"),
+        (("score", "{run}", "zoo"), "the text has characters the model never saw: 'z'"),
+        (("generate", "{run}", "--top-p", "0"), "top_p must be in (0, 1]"),
+    ],
+)
+def test_user_errors_give_one_line_and_exit_2(run_dir, tmp_path, capsys, argv, message):
+    argv = [a.format(run=run_dir, missing=tmp_path / "nope") for a in argv]
+    code, out, err = _main(capsys, *argv)
+    assert code == 2 and out == ""
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("seqlab: error: ")
+    assert message in lines[0]

@@ -1,0 +1,96 @@
+"""GloVe: exact co-occurrence counts by hand, the weighting function, the cost, training."""
+
+import math
+
+import torch
+
+from seqlab.data.embedding_corpus import build_corpus, planted_corpus
+from seqlab.eval.word_vectors import analogy_accuracy
+from seqlab.models.glove import GloVe, cooccurrence, glove_loss, glove_weight, train_glove
+
+
+def _dense(X: torch.Tensor) -> torch.Tensor:
+    return X.to_dense()
+
+
+def test_cooccurrence_counts_by_hand_with_harmonic_weighting():
+    # sentences "a b c a" and "b a" (a=0, b=1, c=2), window 2
+    ids = torch.tensor([0, 1, 2, 0, 1, 0])
+    sentence = torch.tensor([0, 0, 0, 0, 1, 1])
+    X = _dense(cooccurrence(ids, sentence, V=3, window=2))
+    # sentence 1, d=1: a-b, b-c, c-a (+1 each); d=2: a-c, b-a (+1/2 each). sentence 2: b-a +1
+    expected = torch.tensor(
+        [
+            [0.0, 1 + 0.5 + 1, 1 + 0.5],  # a: b at d=1 (twice) and d=2; c at d=1 and d=2
+            [2.5, 0.0, 1.0],  # b: symmetric
+            [1.5, 1.0, 0.0],
+        ],
+        dtype=torch.float64,
+    )
+    torch.testing.assert_close(X, expected, atol=0, rtol=0)
+    torch.testing.assert_close(X, X.T, atol=0, rtol=0)
+
+
+def test_cooccurrence_window_one_uniform_and_a_repeated_word():
+    ids = torch.tensor([0, 0, 1])  # "a a b": the pair (a, a) adds to X_aa twice (both orders)
+    X = _dense(
+        cooccurrence(ids, torch.zeros(3, dtype=torch.long), V=2, window=1, weighting="uniform")
+    )
+    torch.testing.assert_close(X, torch.tensor([[2.0, 1.0], [1.0, 0.0]], dtype=torch.float64))
+    X2 = _dense(cooccurrence(ids, torch.zeros(3, dtype=torch.long), V=2, window=2))
+    # window 2 adds (a, b) at distance 2 with weight 1/2
+    torch.testing.assert_close(X2, torch.tensor([[2.0, 1.5], [1.5, 0.0]], dtype=torch.float64))
+
+
+def test_weighting_function_values():
+    x = torch.tensor([1.0, 50.0, 100.0, 1000.0], dtype=torch.float64)
+    expected = torch.tensor([0.01**0.75, 0.5**0.75, 1.0, 1.0], dtype=torch.float64)
+    torch.testing.assert_close(glove_weight(x), expected, atol=1e-15, rtol=0)
+    torch.testing.assert_close(
+        glove_weight(torch.tensor([5.0]), x_max=10.0, alpha=1.0), torch.tensor([0.5])
+    )
+
+
+def test_cost_terms_by_hand():
+    w = torch.tensor([[1.0, 0.0], [1.0, 0.0]])
+    w_tilde = torch.tensor([[2.0, 3.0], [2.0, 3.0]])
+    b, b_tilde = torch.tensor([0.5, 0.5]), torch.tensor([-0.5, -0.5])
+    X = torch.tensor([math.e**2, math.e])  # log X = 2, 1; wᵀw̃ + b + b̃ = 2
+    expected = torch.tensor([0.0, (math.e / 100.0) ** 0.75 * 1.0])
+    torch.testing.assert_close(glove_loss(w, w_tilde, b, b_tilde, X), expected, atol=1e-6, rtol=0)
+
+
+def test_cost_gradcheck_float64():
+    g = torch.Generator().manual_seed(0)
+    args = [
+        torch.randn(3, 4, generator=g, dtype=torch.float64, requires_grad=True),
+        torch.randn(3, 4, generator=g, dtype=torch.float64, requires_grad=True),
+        torch.randn(3, generator=g, dtype=torch.float64, requires_grad=True),
+        torch.randn(3, generator=g, dtype=torch.float64, requires_grad=True),
+        torch.tensor([0.5, 20.0, 300.0], dtype=torch.float64),
+    ]
+    assert torch.autograd.gradcheck(glove_loss, tuple(args), eps=1e-6, atol=1e-8)
+
+
+def test_model_word_vectors_are_w_plus_w_tilde_and_forward_matches_cost():
+    model = GloVe(5, 3)
+    torch.testing.assert_close(model.word_vectors(), model.W.weight + model.W_tilde.weight)
+    i, j, X = torch.tensor([0, 4]), torch.tensor([1, 2]), torch.tensor([3.0, 200.0])
+    ref = glove_loss(
+        model.W.weight[i],
+        model.W_tilde.weight[j],
+        model.b.weight[i, 0],
+        model.b_tilde.weight[j, 0],
+        X,
+    )
+    torch.testing.assert_close(model(i, j, X), ref, atol=0, rtol=0)
+
+
+def test_loss_decreases_and_planted_analogies_are_solved():
+    sentences, questions = planted_corpus(2000, n_rows=4, seed=0)
+    corpus = build_corpus(sentences, min_count=1)
+    run = train_glove(corpus, dim=16, window=4, epochs=100, batch_size=64, x_max=10.0)
+    assert run.losses[-1] < 0.05 * run.losses[0]
+    assert all(b <= a * 1.05 for a, b in zip(run.losses, run.losses[1:]))  # ~monotone
+    result = analogy_accuracy(run.vectors, {"planted": questions})
+    assert result.sections["planted"] == (12, 12, 12)
