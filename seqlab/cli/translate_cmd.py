@@ -22,6 +22,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
+import torch
+
 from seqlab.errors import SeqlabError
 
 if TYPE_CHECKING:  # torch is imported by the command itself, not by `seqlab --version`
@@ -64,6 +66,26 @@ def translation_record(t: Any) -> dict[str, Any]:
     }
 
 
+def plot_translation(t: Any, folder: Path, index: int) -> list[Path]:
+    """One PNG per attention record of the best hypothesis: ``<folder>/<index>-<name>.png``,
+    rows = target pieces, columns = source pieces; one panel per (layer, head) for the
+    Transformer and ConvS2S, one map for RNN attention (seqlab.inspect.attention)."""
+    from seqlab.inspect.attention import plot_attention
+
+    paths: list[Path] = []
+    src, tgt = t.source_pieces, t.target_pieces
+    for name, weights in (t.attention or {}).items():
+        w = torch.stack(list(weights)) if isinstance(weights, (list, tuple)) else weights
+        # the record's axes follow its name (translation_eval._trim): encoder self-attention
+        # is source × source, decoder self-attention target × target, the rest target × source
+        rows, cols = (
+            (src, src) if "encoder" in name else (tgt, tgt) if "self" in name else (tgt, src)
+        )
+        title = f"{name} attention: {t.text[:60]}"
+        paths.append(plot_attention(w, cols, rows, folder / f"{index}-{name}.png", title))
+    return paths
+
+
 def _cmd_translate(args: argparse.Namespace, stdin: TextIO | None = None) -> int:
     from seqlab import api
 
@@ -90,8 +112,12 @@ def _cmd_translate(args: argparse.Namespace, stdin: TextIO | None = None) -> int
             max_len_a=args.max_len_a,
             max_len_b=args.max_len_b,
             length_penalty=args.length_penalty,
-            return_attention=args.json,
+            return_attention=args.json or bool(args.plot),
         )
+        if args.plot:
+            for i, t in enumerate(results):
+                for path in plot_translation(t, Path(args.plot), offset + i):
+                    print(f"attention heatmap: {path}", file=sys.stderr)
         for i, t in enumerate(results):
             if args.json:
                 out.write(json.dumps(translation_record(t), ensure_ascii=False) + "\n")
@@ -129,6 +155,7 @@ def add_command(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--beam", type=int, default=5, help="beam width K (1 = greedy)")
     p.add_argument("--nbest", type=int, default=1, help="hypotheses per sentence (<= K)")
     p.add_argument("--json", action="store_true", help="JSON per input, with attention")
+    p.add_argument("--plot", metavar="DIR", help="write attention heatmaps DIR/<i>-<name>.png")
     p.add_argument("--length-penalty", type=float, default=0.6, help="GNMT alpha")
     p.add_argument("--max-len-a", type=float, default=1.2, help="max output = a·|x| + b")
     p.add_argument("--max-len-b", type=int, default=10)

@@ -424,6 +424,19 @@ def test_cli_translate_args_stdin_nbest_json(checkpoint, prepared, trained, caps
     assert "--nbest" in capsys.readouterr().err
 
 
+def test_cli_translate_plot_writes_one_heatmap_per_attention_record(checkpoint, tmp_path, capsys):
+    from seqlab.cli.main import main
+
+    out = tmp_path / "maps"
+    assert main(["translate", str(checkpoint), "--plot", str(out), "der hund.", "ein kind."]) == 0
+    assert len(capsys.readouterr().out.splitlines()) == 2  # the translations still go to stdout
+    pngs = sorted(p.name for p in out.iterdir())
+    # the test model is a Transformer: cross, decoder and encoder self-attention per sentence
+    names = ["cross", "decoder_self", "encoder_self"]
+    assert pngs == [f"{i}-{n}.png" for i in range(2) for n in names]
+    assert all((out / p).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" for p in pngs)
+
+
 def test_cli_prints_file_scores(tmp_path, prepared, capsys):
     from seqlab.cli.translate_cmd import print_file_scores
 
