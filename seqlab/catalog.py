@@ -30,6 +30,17 @@ REGISTERING_MODULES: tuple[str, ...] = (
     "seqlab.tasks.lm",
     "seqlab.models.nplm",
     "seqlab.models.pointer_sentinel",
+    "seqlab.models.cnn",
+    "seqlab.models.resnet",
+    "seqlab.tasks.image_classification",
+    "seqlab.models.pointer_net",
+    "seqlab.tasks.pointer_tasks",
+    "seqlab.models.pointer_generator",
+    "seqlab.tasks.copy_translation",
+    "seqlab.models.ntm",
+    "seqlab.tasks.ntm_tasks",
+    "seqlab.models.captioner",
+    "seqlab.tasks.captioning",
 )
 
 PRESET_DIR = Path(__file__).resolve().parent.parent / "configs"

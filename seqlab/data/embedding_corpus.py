@@ -35,6 +35,8 @@ from seqlab.data.vocab import Vocab
 from seqlab.errors import DataError
 
 __all__ = [
+    "NUM",
+    "NUMBER_RE",
     "SOURCES",
     "EmbeddingCorpus",
     "build_corpus",
@@ -51,7 +53,7 @@ NUM = "<num>"
 # A number (1,000 or 3.5), or a word: letters/digits with inner hyphens; PTB-style clitics
 # split off ("don't" → do n't, "century's" → century 's). Punctuation is dropped, as in PTB.
 _WORD = re.compile(r"\d+(?:[.,]\d+)+|[^\W_]+(?=n't)|n't|'[^\W_]+|[^\W_]+(?:-[^\W_]+)*")
-_NUMBER = re.compile(r"\d+(?:[.,]\d+)*")
+NUMBER_RE = re.compile(r"\d+(?:[.,]\d+)*")
 _QUOTES = str.maketrans({"’": "'", "‘": "'", "`": "'"})
 
 
@@ -62,7 +64,7 @@ def tokenize_words(text: str) -> list[str]:
     ['two', 'young', 'white', 'males', 'do', "n't", 'see', '<num>', 'dogs', 'bowls']
     """
     words = _WORD.findall(text.lower().translate(_QUOTES))
-    return [NUM if _NUMBER.fullmatch(w) else w for w in words]
+    return [NUM if NUMBER_RE.fullmatch(w) else w for w in words]
 
 
 def _ptb_sentences(path: Path) -> list[list[str]]:

@@ -25,6 +25,7 @@ from pathlib import Path
 import torch
 from torch import Tensor, nn
 
+from seqlab.data.embedding_corpus import NUM, NUMBER_RE
 from seqlab.data.readers import read_lines
 from seqlab.data.vocab import SPECIALS, Vocab
 from seqlab.errors import DataError
@@ -211,9 +212,10 @@ def init_embedding(
     """Copy pretrained vectors into ``embedding_module.weight`` (V, D); return the coverage.
 
     Row ``i`` receives the vector of the vocabulary's token ``i`` when the file has it (else,
-    with ``lowercase_fallback``, the vector of its lower-cased form); other rows keep their
-    initial values. The special tokens (``<pad> <unk> <s> </s>``) are never overwritten, so
-    the padding row stays zero. Coverage = found tokens / non-special tokens.
+    with ``lowercase_fallback``, the vector of its lower-cased form, or of ``<num>`` for a
+    number such as ``1,000`` or ``0000``, as seqlab's embedding corpus spells them); other
+    rows keep their initial values. The special tokens (``<pad> <unk> <s> </s>``) are never
+    overwritten, so the padding row stays zero. Coverage = found tokens / non-special tokens.
 
     Deviations: the pretrained vectors are copied as they are (not rescaled to the layer's
     ``init_std``); with ``Embedding(scale=True)`` they are also multiplied by √D.
@@ -241,7 +243,7 @@ def init_embedding(
         n_regular += 1
         j = wv.index.get(t)
         if j is None and lowercase_fallback:
-            j = wv.index.get(t.lower())
+            j = wv.index.get(NUM if NUMBER_RE.fullmatch(t) else t.lower())
         if j is not None:
             rows.append(i)
             sources.append(j)

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Literal
 
 import torch
 from scipy.stats import spearmanr
@@ -40,6 +41,7 @@ __all__ = [
 ]
 
 Question = tuple[str, str, str, str]
+Part = Literal["all", "semantic", "syntactic"]
 
 
 def read_analogies(path: str | Path, *, lowercase: bool = True) -> dict[str, list[Question]]:
@@ -101,24 +103,24 @@ class AnalogyResult:
 
     sections: dict[str, tuple[int, int, int]] = field(default_factory=dict)
 
-    def _sum(self, semantic: bool | None) -> tuple[int, int, int]:
+    def _sum(self, part: Part) -> tuple[int, int, int]:
+        """(correct, covered, total) over the sections of ``part`` (``gram*`` = syntactic)."""
         rows = [
             v
             for k, v in self.sections.items()
-            if semantic is None or k.startswith("gram") != semantic
+            if part == "all" or k.startswith("gram") == (part == "syntactic")
         ]
         return (sum(r[0] for r in rows), sum(r[1] for r in rows), sum(r[2] for r in rows))
 
-    def accuracy(self, part: str = "all", *, of: str = "covered") -> float:
-        """``part`` ∈ {all, semantic, syntactic}; ``of`` ∈ {covered, total}."""
-        correct, covered, total = self._sum(
-            {"all": None, "semantic": True, "syntactic": False}[part]
-        )
+    def accuracy(self, part: Part = "all", *, of: Literal["covered", "total"] = "covered") -> float:
+        """Correct / covered questions (or / all questions with ``of="total"``)."""
+        correct, covered, total = self._sum(part)
         denominator = covered if of == "covered" else total
         return correct / denominator if denominator else 0.0
 
-    def coverage(self, part: str = "all") -> float:
-        _, covered, total = self._sum({"all": None, "semantic": True, "syntactic": False}[part])
+    def coverage(self, part: Part = "all") -> float:
+        """Covered / all questions."""
+        _, covered, total = self._sum(part)
         return covered / total if total else 0.0
 
 

@@ -15,9 +15,11 @@ sampled without replacement each epoch; the word vectors are w + w̃ (§4.2, "we
 use the sum W + W̃ as our word vectors").
 
 Deviations: AdaGrad steps on minibatches of ``batch_size`` entries (gradients of a row
-summed within a batch) with ``torch.optim.Adagrad`` (sparse gradients; its accumulator is
-updated before the step), instead of glove.c's one-entry-at-a-time Hogwild updates that
-divide by the accumulator before adding the new squared gradient.
+summed within a batch) with ``torch.optim.Adagrad`` (textbook AdaGrad with rate η = 0.05,
+accumulator from 0, updated before the step), instead of glove.c's one-entry-at-a-time
+Hogwild updates. glove.c accumulates (η·g)² from 1 and divides before adding, i.e. its
+step is g / √(1/η² + Σg²) (AdaGrad with rate 1 and initial accumulator 1/η²); seqlab
+follows the paper's wording.
 """
 
 from __future__ import annotations
@@ -137,9 +139,9 @@ def train_glove(
     corpus: EmbeddingCorpus,
     dim: int = 100,
     window: int = 10,
-    epochs: int = 25,
+    epochs: int = 50,
     minutes: float | None = None,
-    batch_size: int = 8192,
+    batch_size: int = 1024,
     lr: float = 0.05,
     x_max: float = 100.0,
     alpha: float = 0.75,

@@ -188,7 +188,7 @@ def train_sgns(
     window: int = 5,
     negatives: int = 5,
     t: float = 1e-4,
-    epochs: int = 5,
+    epochs: int = 10,
     minutes: float | None = None,
     batch_size: int = 4096,
     lr: float = 0.003,

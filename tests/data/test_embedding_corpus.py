@@ -30,7 +30,7 @@ def _fake_data_dir(tmp_path):
     (root / "ptb" / "ptb.train.txt.gz").write_bytes(gzip.compress(b" the <unk> fell N \n"))
     (root / "multi30k" / "task1" / "raw").mkdir(parents=True)
     (root / "multi30k" / "task1" / "raw" / "train.en.gz").write_bytes(
-        gzip.compress("A dog runs.\nTwo dogs run.\n".encode())
+        gzip.compress(b"A dog runs.\nTwo dogs run.\n")
     )
     (root / "mr_polarity").mkdir()
     (root / "mr_polarity" / "rt-polarity.pos").write_bytes(b"a caf\xe9 \x85 fine \n")  # cp1252

@@ -74,21 +74,23 @@ def test_save_rejects_words_with_spaces(tmp_path):
 
 def test_init_embedding_copies_rows_and_reports_coverage(tmp_path):
     path = tmp_path / "v.txt"
-    file_vectors = torch.tensor([[1.0, 2.0, 3.0], [4.0, 5.0, 6.0], [7.0, 8.0, 9.0]])
-    save_word2vec_text(WordVectors(["the", "cat", "<pad>"], file_vectors), path)
-    vocab = Vocab(["the", "Cat", "dog"])  # ids 4, 5, 6 after the 4 specials
+    file_vectors = torch.tensor(
+        [[1.0, 2.0, 3.0], [4.0, 5.0, 6.0], [7.0, 8.0, 9.0], [0.0, 1.0, 0.0]]
+    )
+    save_word2vec_text(WordVectors(["the", "cat", "<pad>", "<num>"], file_vectors), path)
+    vocab = Vocab(["the", "Cat", "dog", "1,000"])  # ids 4, 5, 6, 7 after the 4 specials
     emb = Embedding(len(vocab), 3, padding_idx=0)
     before = emb.weight.detach().clone()
     coverage = init_embedding(emb, vocab, path)
-    assert coverage == pytest.approx(2 / 3)  # "the" exact, "Cat" via "cat", "dog" missing
+    assert coverage == pytest.approx(3 / 4)  # "the", "Cat" via "cat", "1,000" via "<num>"
     torch.testing.assert_close(emb.weight[4], file_vectors[0], atol=0, rtol=0)
     torch.testing.assert_close(emb.weight[5], file_vectors[1], atol=0, rtol=0)
-    torch.testing.assert_close(emb.weight[6], before[6], atol=0, rtol=0)
+    torch.testing.assert_close(emb.weight[6], before[6], atol=0, rtol=0)  # "dog" is missing
+    torch.testing.assert_close(emb.weight[7], file_vectors[3], atol=0, rtol=0)
     assert torch.equal(emb.weight[0], torch.zeros(3))  # the <pad> row is never overwritten
     plain = nn.Embedding(len(vocab), 3)
-    assert init_embedding(plain, vocab.tokens, path, lowercase_fallback=False) == pytest.approx(
-        1 / 3
-    )
+    coverage = init_embedding(plain, vocab.tokens, path, lowercase_fallback=False)
+    assert coverage == pytest.approx(1 / 4)  # only "the" without the fallbacks
 
 
 def test_init_embedding_dimension_mismatch_is_a_data_error(tmp_path):

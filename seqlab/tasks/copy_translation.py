@@ -1,0 +1,494 @@
+"""Translation that must copy: Multi30k de→en at word level with a deliberately small
+target vocabulary, for the pointer-generator (See, Liu & Manning 2017).
+
+Pipeline (docs/pointer-generator.md):
+
+1. Read the splits (Multi30k, or any parallel files); lowercase and cut into words and
+   punctuation (``tokenize``: ``\\w+`` runs with inner ``-`` / ``'``, every other
+   non-space character alone).
+2. Target vocabulary: the ``tgt_vocab_size`` most frequent training target words (specials
+   included); source vocabulary: training source words seen ``src_min_freq`` times, at most
+   ``src_vocab_size``. Names, numbers and rare words fall outside the target vocabulary;
+   a German token spelled like the English reference word can still be produced by
+   copying it (seqlab.data.oov: per-sentence OOV ids V + k).
+3. Loss (eq. 13): Σ_t −log P(y_t) over the extended vocabulary + λ Σ_t covloss_t
+   (``cov_lambda`` = λ; 0 disables). Label smoothing is not defined here: an extended id
+   outside the row's source has probability 0.
+4. ``evaluate``: teacher-forced loss / ppl, then decoded output (``seqlab.decode``)
+   mapped back to words, detokenised and scored against the lowercased references:
+   ``bleu_lc`` (sacreBLEU 13a), ``chrf``, ``oov_copy`` (% of the reference tokens that are
+   target-OOV *and* in the source which the output contains, clipped counts),
+   ``repeat_trigram`` (% of the output's trigrams that repeat an earlier trigram of the
+   same sentence; ``ref_repeat_trigram`` the same for the references), ``unk`` (% of
+   output tokens that are ``<unk>``) and ``p_gen`` (mean p_gen of the decoded steps).
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import re
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+import numpy as np
+import torch
+from torch import Tensor, nn
+
+from seqlab.data.collate import pad_batch
+from seqlab.data.multi30k import locate_multi30k
+from seqlab.data.oov import (
+    CopyBatch,
+    CopyExample,
+    collate_copy,
+    extended_to_words,
+    make_copy_example,
+)
+from seqlab.data.readers import read_parallel
+from seqlab.data.vocab import BOS_ID, EOS_ID, PAD_ID, UNK, Vocab
+from seqlab.decode.beam import beam_search
+from seqlab.decode.greedy import greedy
+from seqlab.errors import DataError, SeqlabError
+from seqlab.eval.bleu import corpus_bleu, corpus_chrf
+from seqlab.nn.masks import padding_mask
+from seqlab.registry import TASKS
+from seqlab.tasks.base import LossOutput, Task
+from seqlab.tasks.translation_eval import SearchSettings, length_limit, plan_batches
+
+__all__ = [
+    "CopyTranslationConfig",
+    "CopyTranslationTask",
+    "decode_copy",
+    "detokenize",
+    "oov_copy_counts",
+    "repeated_ngrams",
+    "tokenize",
+]
+
+log = logging.getLogger("seqlab.tasks")
+
+_WORD = re.compile(r"\w+(?:[-'’]\w+)*|[^\w\s]")
+_NO_SPACE_BEFORE = re.compile(r" ([.,!?;:)\]])")
+_NO_SPACE_AFTER = re.compile(r"([(\[]) ")
+_MULTI30K = {"train": "train", "valid": "val"}
+
+
+def tokenize(text: str) -> list[str]:
+    """Lowercased words and punctuation: "A man's T-shirt." → [a, man's, t-shirt, .]."""
+    return _WORD.findall(text.lower())
+
+
+def detokenize(words: Sequence[str]) -> str:
+    """Words → text: one space between words, none before ``. , ! ? ; : ) ]`` or after
+    ``( [`` (so sacreBLEU's 13a tokeniser sees what it sees in the references)."""
+    text = " ".join(words)
+    return _NO_SPACE_AFTER.sub(r"\1", _NO_SPACE_BEFORE.sub(r"\1", text))
+
+
+def oov_copy_counts(
+    src: Sequence[str], ref: Sequence[str], hyp: Sequence[str], tgt_vocab: Vocab
+) -> tuple[int, int]:
+    """(copied, copyable): copyable = reference tokens outside the target vocabulary that
+    also occur in the source; copied = how many of them the output contains (per word
+    min(count in reference, count in output))."""
+    in_src = set(src)
+    need = Counter(w for w in ref if w not in tgt_vocab and w in in_src)
+    have = Counter(hyp)
+    return sum(min(n, have[w]) for w, n in need.items()), sum(need.values())
+
+
+def repeated_ngrams(words: Sequence[str], n: int = 3) -> tuple[int, int]:
+    """(repeats, total) n-grams of one sentence; a repeat equals an earlier n-gram of it."""
+    grams = [tuple(words[i : i + n]) for i in range(len(words) - n + 1)]
+    return len(grams) - len(set(grams)), len(grams)
+
+
+@dataclass(frozen=True)
+class CopyTranslationConfig:
+    """Data, vocabularies, loss weight λ and evaluation settings.
+
+    ``data``: ``multi30k`` (shipped copy or the run's data_dir) or ``files`` (the paths;
+    test optional). ``max_len``: training pairs with more words on either side are
+    dropped. ``valid_bleu_sentences``: decode only the first N valid sentences (0 = all);
+    ``test_sentences``: the same for every other split (0 = all; for smoke tests).
+    """
+
+    src_lang: str = "de"
+    tgt_lang: str = "en"
+    data: Literal["multi30k", "files"] = "multi30k"
+    train_src: str | None = None
+    train_tgt: str | None = None
+    valid_src: str | None = None
+    valid_tgt: str | None = None
+    test_src: str | None = None
+    test_tgt: str | None = None
+    test_split: str = "test_2016_flickr"
+    tgt_vocab_size: int = 2000
+    src_vocab_size: int = 10000
+    src_min_freq: int = 2
+    cov_lambda: float = 1.0
+    max_len: int = 60
+    max_train_examples: int | None = None
+    valid_bleu_sentences: int = 500
+    test_sentences: int = 0
+    valid_beam: int = 1
+    test_beam: int = 4
+    length_penalty: float = 0.6
+    max_len_a: float = 1.5
+    max_len_b: int = 5
+    eval_batch_tokens: int = 8000
+
+    def __post_init__(self) -> None:
+        paths = [self.train_src, self.train_tgt, self.valid_src, self.valid_tgt]
+        if self.data == "files":
+            if any(p is None for p in paths):
+                raise ValueError(
+                    "task.data: files needs train_src, train_tgt, valid_src, valid_tgt"
+                )
+            if (self.test_src is None) != (self.test_tgt is None):
+                raise ValueError("task.test_src / task.test_tgt: give both or neither")
+        elif any(p is not None for p in [*paths, self.test_src, self.test_tgt]):
+            raise ValueError("task.train_src …: file paths are set but data is 'multi30k'")
+        for name in ("tgt_vocab_size", "src_vocab_size"):
+            if getattr(self, name) < 5:
+                raise ValueError(
+                    f"task.{name} must be >= 5 (4 specials), got {getattr(self, name)}"
+                )
+        for name in ("src_min_freq", "max_len", "valid_beam", "test_beam", "eval_batch_tokens"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"task.{name} must be >= 1, got {getattr(self, name)}")
+        if not (self.cov_lambda >= 0 and math.isfinite(self.cov_lambda)):
+            raise ValueError(f"task.cov_lambda must be a finite number >= 0, got {self.cov_lambda}")
+        for name in ("valid_bleu_sentences", "test_sentences"):
+            if getattr(self, name) < 0:
+                raise ValueError(f"task.{name} must be >= 0 (0 = all)")
+        if self.max_train_examples is not None and self.max_train_examples < 1:
+            raise ValueError("task.max_train_examples must be >= 1 or null")
+
+
+def _device(model: nn.Module) -> torch.device:
+    p = next(model.parameters(), None)
+    return p.device if p is not None else torch.device("cpu")
+
+
+@torch.no_grad()
+def decode_copy(
+    model: nn.Module, examples: Sequence[CopyExample], settings: SearchSettings
+) -> list[tuple[list[int], float]]:
+    """Decode each example with greedy (beam 1) or beam search over the extended
+    vocabulary; returns, in input order, (extended ids without EOS, mean p_gen of its
+    steps). Batches as ``translation_eval.decode_ids``: longest sources first, one length
+    limit ⌊a·|x| + b⌋ per batch (``plan_batches``).
+
+    Shapes (per batch): src, src_ext (B, S); greedy tokens (B, T); beam tokens (B, 1, T).
+    """
+    device = _device(model)
+    out: list[tuple[list[int], float] | None] = [None] * len(examples)
+    n_src = [len(e.src_ids) - 1 for e in examples]  # without the source EOS
+    for batch in plan_batches(n_src, settings):
+        rows = [examples[i] for i in batch]
+        src, lengths = pad_batch([e.src_ids for e in rows], PAD_ID)  # (B, S), (B,)
+        src_ext, _ = pad_batch([e.src_ext for e in rows], PAD_ID)  # (B, S)
+        src, src_ext = src.to(device), src_ext.to(device)  # (B, S)
+        src_mask = padding_mask(lengths).to(device)  # (B, S)
+        n_oov = max(len(e.oovs) for e in rows)
+        limit = length_limit(n_src[batch[0]], settings.max_len_a, settings.max_len_b)
+        state = model.init_state(model.encode(src, src_mask, src_ext, n_oov), src_mask)
+        B = len(batch)
+        if settings.beam == 1:
+            res = greedy(model, state, B, BOS_ID, EOS_ID, max_len=limit, pad_id=PAD_ID)
+            tokens, lens = res.tokens, res.lengths  # (B, T), (B,)
+        else:
+            res = beam_search(
+                model,
+                state,
+                B,
+                BOS_ID,
+                EOS_ID,
+                max_len=limit,
+                beam_size=settings.beam,
+                alpha=settings.length_penalty,
+                pad_id=PAD_ID,
+            )
+            tokens, lens = res.tokens[:, 0], res.lengths[:, 0]  # (B, T), (B,)
+        ids = [row[:n] for row, n in zip(tokens.tolist(), lens.tolist())]
+        p_gen = _mean_p_gen(model, src, src_mask, src_ext, n_oov, ids)
+        for b, i in enumerate(batch):
+            out[i] = (ids[b][:-1] if ids[b] and ids[b][-1] == EOS_ID else ids[b], p_gen[b])
+    return out  # type: ignore[return-value]
+
+
+def _mean_p_gen(
+    model: nn.Module, src: Tensor, src_mask: Tensor, src_ext: Tensor, n_oov: int, ids: list
+) -> list[float]:
+    """Mean p_gen over the steps of each decoded row (teacher-forced on the output)."""
+    y, n = pad_batch([[BOS_ID, *row[:-1]] if row else [BOS_ID] for row in ids], PAD_ID)  # (B, T)
+    y, mask = y.to(src.device), padding_mask(n).to(src.device)  # (B, T)
+    out = model(src, src_mask, y, mask, src_ext, n_oov, details=True)
+    return ((out.p_gen * mask).sum(1) / mask.sum(1)).tolist()  # (B,)
+
+
+@TASKS.register("copy_translation", CopyTranslationConfig)
+class CopyTranslationTask(Task):
+    """Word-level translation with a small target vocabulary: OOVs must be copied."""
+
+    pad_id = PAD_ID
+    inference_methods = ("translate", "explain")
+
+    # ------------------------------------------------------------------ data
+
+    def _paths(self) -> dict[str, tuple[Path, Path]]:
+        cfg = self.cfg
+        if cfg.data == "files":
+            named = {
+                "train": (cfg.train_src, cfg.train_tgt),
+                "valid": (cfg.valid_src, cfg.valid_tgt),
+                "test": (cfg.test_src, cfg.test_tgt),
+            }
+            return {k: (Path(s), Path(t)) for k, (s, t) in named.items() if s is not None}
+        folder = locate_multi30k(self.data_dir, langs=(cfg.src_lang, cfg.tgt_lang))
+        names = {**_MULTI30K, "test": cfg.test_split}
+        return {
+            split: (folder / f"{n}.{cfg.src_lang}.gz", folder / f"{n}.{cfg.tgt_lang}.gz")
+            for split, n in names.items()
+        }
+
+    def prepare(self, tokenizer_state: dict[str, Any] | None = None) -> None:
+        cfg = self.cfg
+        self.words: dict[str, tuple[list[list[str]], list[list[str]]]] = {}
+        self.refs: dict[str, list[str]] = {}
+        for split, (src_path, tgt_path) in self._paths().items():
+            pairs = read_parallel(src_path, tgt_path)
+            if split == "train" and cfg.max_train_examples is not None:
+                pairs = pairs[: cfg.max_train_examples]
+            self.words[split] = ([tokenize(s) for s, _ in pairs], [tokenize(t) for _, t in pairs])
+            self.refs[split] = [t.lower() for _, t in pairs]
+        if tokenizer_state is not None:
+            try:
+                self.src_vocab = Vocab.from_dict(tokenizer_state["src"])
+                self.tgt_vocab = Vocab.from_dict(tokenizer_state["tgt"])
+            except (KeyError, TypeError) as exc:
+                raise DataError(
+                    "the saved vocabularies are not a copy_translation tokenizer state",
+                    hint="load the checkpoint with the config it was saved with",
+                ) from exc
+        else:
+            src, tgt = self.words["train"]
+            self.src_vocab = Vocab.build(src, cfg.src_min_freq, cfg.src_vocab_size)
+            self.tgt_vocab = Vocab.build(tgt, 1, cfg.tgt_vocab_size)
+        self._filter_train()
+        self.examples = {
+            split: [make_copy_example(s, t, self.src_vocab, self.tgt_vocab) for s, t in zip(*pair)]
+            for split, pair in self.words.items()
+        }
+        log.info("copy_translation: V_src %d, V_tgt %d", len(self.src_vocab), len(self.tgt_vocab))
+
+    def _filter_train(self) -> None:
+        src, tgt = self.words["train"]
+        L = self.cfg.max_len
+        keep = [i for i in range(len(src)) if len(src[i]) + 1 <= L and len(tgt[i]) + 1 <= L]
+        if not keep:
+            raise DataError(f"every training pair is longer than task.max_len={L} words")
+        if len(keep) < len(src):
+            n_out = len(src) - len(keep)
+            log.warning("dropped %d of %d training pairs over max_len=%d", n_out, len(src), L)
+            self.words["train"] = ([src[i] for i in keep], [tgt[i] for i in keep])
+            self.refs["train"] = [self.refs["train"][i] for i in keep]
+
+    def tokenizer_state(self) -> dict[str, Any]:
+        return {"src": self.src_vocab.to_dict(), "tgt": self.tgt_vocab.to_dict()}
+
+    def _split(self, split: str) -> str:
+        name = {"val": "valid", "dev": "valid", self.cfg.test_split: "test"}.get(split, split)
+        if name not in self.examples:
+            raise DataError(
+                f"the copy_translation task has no split {split!r}",
+                hint=f"available: {', '.join(self.examples)}",
+            )
+        return name
+
+    # ------------------------------------------------------------------ training
+
+    def model_kwargs(self) -> dict[str, Any]:
+        return {
+            "src_vocab": len(self.src_vocab),
+            "tgt_vocab": len(self.tgt_vocab),
+            "pad_id": PAD_ID,
+        }
+
+    def train_lengths(self) -> np.ndarray:
+        ex = self.examples["train"]
+        return np.array([max(len(e.src_ids), len(e.tgt_ext) + 1) for e in ex], dtype=np.int64)
+
+    def collate(self, indices: list[int], split: str = "train") -> CopyBatch:
+        examples = self.examples[self._split(split)]
+        return collate_copy([examples[i] for i in indices])
+
+    def loss(self, model: nn.Module, batch: CopyBatch, label_smoothing: float = 0.0) -> LossOutput:
+        """Σ over non-pad targets of −log P(y_t) + λ covloss_t (See et al. 2017, eq. 13)."""
+        if label_smoothing:
+            raise SeqlabError(
+                "copy_translation has no label smoothing (an extended id outside the source "
+                "has probability 0): set train.label_smoothing=0"
+            )
+        out = model(
+            batch.src,
+            batch.src_mask,
+            batch.y_in,
+            batch.tgt_mask,
+            batch.src_ext,
+            batch.n_oov,
+            details=True,
+        )
+        log_P = out.log_probs.gather(-1, batch.y_out.unsqueeze(-1)).squeeze(-1)  # (B, T)
+        keep = batch.tgt_mask  # (B, T)
+        nll_sum = -(log_P * keep).sum()  # ()
+        loss_sum = nll_sum
+        if self.cfg.cov_lambda:
+            loss_sum = nll_sum + self.cfg.cov_lambda * (out.cov_loss * keep).sum()  # ()
+        return LossOutput(loss_sum, nll_sum.detach(), int(batch.n_tokens))
+
+    # ------------------------------------------------------------------ evaluation
+
+    def _teacher_forced(self, model: nn.Module, split: str) -> tuple[float, int]:
+        """Σ −log P(y) over the split and its token count (length-sorted batches of at
+        most ``eval_batch_tokens`` B · (S + T) slots)."""
+        examples = self.examples[split]
+        cost = [len(e.src_ids) + len(e.tgt_ext) + 1 for e in examples]
+        order = sorted(range(len(examples)), key=lambda i: cost[i])
+        nll, n_tok, start = 0.0, 0, 0
+        while start < len(order):
+            end = start + 1
+            while end < len(order) and (end - start + 1) * cost[order[end]] <= (
+                self.cfg.eval_batch_tokens
+            ):
+                end += 1
+            batch = self.collate(order[start:end], split).to(_device(model))
+            out = self.loss(model, batch)
+            nll, n_tok, start = nll + float(out.nll_sum), n_tok + out.n_tokens, end
+        return nll, n_tok
+
+    def _settings(self, beam: int, **kw: Any) -> SearchSettings:
+        cfg = self.cfg
+        return SearchSettings(
+            beam=beam,
+            nbest=1,
+            max_len_a=kw.get("max_len_a", cfg.max_len_a),
+            max_len_b=kw.get("max_len_b", cfg.max_len_b),
+            length_penalty=kw.get("length_penalty", cfg.length_penalty),
+            batch_tokens=cfg.eval_batch_tokens,
+        )
+
+    @torch.no_grad()
+    def evaluate(self, model: nn.Module, split: str = "valid") -> dict[str, float]:
+        """Loss / ppl (teacher forced, whole split) and the decoded-output metrics (module
+        docstring): ``valid`` decodes the first ``valid_bleu_sentences`` with
+        ``valid_beam``, other splits the first ``test_sentences`` (0 = all) with
+        ``test_beam``."""
+        split = self._split(split)
+        was_training = model.training
+        model.eval()
+        try:
+            nll, n_tok = self._teacher_forced(model, split)
+            examples = self.examples[split]
+            n = len(examples)
+            limit = self.cfg.valid_bleu_sentences if split == "valid" else self.cfg.test_sentences
+            if limit:
+                n = min(n, limit)
+            beam = self.cfg.valid_beam if split == "valid" else self.cfg.test_beam
+            decoded = decode_copy(model, examples[:n], self._settings(beam))
+        finally:
+            model.train(was_training)
+        src_words, ref_words = self.words[split]
+        hyps = [
+            extended_to_words(ids, self.tgt_vocab, e.oovs) for (ids, _), e in zip(decoded, examples)
+        ]
+        copied = copyable = rep = grams = ref_rep = ref_grams = 0
+        for s, r, h in zip(src_words, ref_words, hyps):
+            c, k = oov_copy_counts(s, r, h, self.tgt_vocab)
+            copied, copyable = copied + c, copyable + k
+            a, b = repeated_ngrams(h)
+            rep, grams = rep + a, grams + b
+            a, b = repeated_ngrams(r)
+            ref_rep, ref_grams = ref_rep + a, ref_grams + b
+        texts = [detokenize(h) for h in hyps]
+        refs = self.refs[split][:n]
+        n_words = max(1, sum(map(len, hyps)))
+        return {
+            "loss": nll / n_tok,
+            "ppl": math.exp(min(nll / n_tok, 50.0)),
+            "bleu_lc": corpus_bleu(texts, refs, lowercase=True).score,
+            "chrf": corpus_chrf(texts, refs).score,
+            "oov_copy": 100.0 * copied / max(1, copyable),
+            "oov_copyable": float(copyable),
+            "repeat_trigram": 100.0 * rep / max(1, grams),
+            "ref_repeat_trigram": 100.0 * ref_rep / max(1, ref_grams),
+            "unk": 100.0 * sum(h.count(UNK) for h in hyps) / n_words,
+            "p_gen": float(np.mean([p for _, p in decoded])) if decoded else float("nan"),
+        }
+
+    # ------------------------------------------------------------------ inference
+
+    def _examples_of(self, sentences: Sequence[str]) -> list[CopyExample]:
+        if isinstance(sentences, str):
+            raise TypeError("pass a list of sentences, e.g. [text]")
+        return [
+            make_copy_example(tokenize(s), [], self.src_vocab, self.tgt_vocab) for s in sentences
+        ]
+
+    @torch.no_grad()
+    def translate(
+        self, model: nn.Module, sentences: list[str], beam: int = 4, **search: Any
+    ) -> list[str]:
+        """Raw source sentences → lowercase detokenised translations (copied OOVs
+        included); ``search``: max_len_a, max_len_b, length_penalty."""
+        examples = self._examples_of(sentences)
+        was_training = model.training
+        model.eval()
+        try:
+            decoded = decode_copy(model, examples, self._settings(beam, **search))
+        finally:
+            model.train(was_training)
+        return [
+            detokenize(extended_to_words(ids, self.tgt_vocab, e.oovs))
+            for (ids, _), e in zip(decoded, examples)
+        ]
+
+    @torch.no_grad()
+    def explain(self, model: nn.Module, sentence: str, beam: int = 1) -> dict[str, Any]:
+        """Decode one sentence and return, per output step, p_gen, the attention a^t and
+        the coverage c^t: {"source": words + [</s>], "output": words + [</s>],
+        "p_gen": (T,), "attention": (T, S), "coverage": (T, S), "cov_loss": (T,)}."""
+        (example,) = self._examples_of([sentence])
+        was_training = model.training
+        model.eval()
+        try:
+            ((ids, _),) = decode_copy(model, [example], self._settings(beam))
+            device = _device(model)
+            src = torch.tensor([example.src_ids], device=device)  # (1, S)
+            src_ext = torch.tensor([example.src_ext], device=device)  # (1, S)
+            y_in = torch.tensor([[BOS_ID, *ids]], device=device)  # (1, T)
+            ones = torch.ones_like(src, dtype=torch.bool)  # (1, S)
+            out = model(
+                src,
+                ones,
+                y_in,
+                torch.ones_like(y_in, dtype=torch.bool),
+                src_ext,
+                len(example.oovs),
+                details=True,
+            )
+        finally:
+            model.train(was_training)
+        words = extended_to_words(ids, self.tgt_vocab, example.oovs)
+        return {
+            "source": [*tokenize(sentence), "</s>"],
+            "output": [*words, "</s>"],
+            "p_gen": out.p_gen[0].cpu(),
+            "attention": out.attention[0].cpu(),
+            "coverage": out.coverage[0].cpu(),
+            "cov_loss": out.cov_loss[0].cpu(),
+        }
