@@ -42,15 +42,19 @@ class ShowAttendTellConfig:
     """The paper: VGG-19 conv5_4 features (L = 14×14 = 196, D = 512), one LSTM layer.
     The defaults are sized for 64×64 scenes on a 2-core CPU (docs/captioning.md).
 
-    ``channels``: widths of the conv layers, a 2×2 max-pool between consecutive ones; the
-    first is ``stem_kernel``² with stride ``stem_stride`` (a cheap stem: at 64×64 a
-    stride-1 first layer tripled the encoder's time), the rest 3×3; the grid side is
-    image_size / (stem_stride · 2^(len(channels) − 1)) and D = channels[−1].
+    ``channels`` / ``kernels``: width and (odd) kernel size of each conv layer, a 2×2
+    max-pool between consecutive ones; the first has stride ``stem_stride`` (a cheap stem:
+    at 64×64 a stride-1 first layer tripled the encoder's time). The grid side is
+    image_size / (stem_stride · 2^(len(channels) − 1)) and D = channels[−1]. The default
+    (5, 3, 1) keeps each region's receptive field at 19 px, about one object: with a
+    3×3 last layer (35 px, half the canvas) every region sees its neighbours' objects, and
+    small runs captioned as well while their attention peaks left the objects
+    (docs/captioning.md §5).
     ``positions``: add a learned embedding p_i to each a_i. ``selector``: the gate β.
     """
 
     channels: tuple[int, ...] = (32, 64, 128)
-    stem_kernel: int = 5
+    kernels: tuple[int, ...] = (5, 3, 1)
     stem_stride: int = 2
     emb_dim: int = 64
     hidden_size: int = 256
@@ -62,11 +66,15 @@ class ShowAttendTellConfig:
     def __post_init__(self) -> None:
         if not self.channels or any(c < 1 for c in self.channels):
             raise ValueError(f"channels must be positive widths, got {self.channels}")
-        if self.stem_kernel < 1 or self.stem_kernel % 2 == 0 or self.stem_stride < 1:
+        if len(self.kernels) != len(self.channels) or any(
+            k < 1 or k % 2 == 0 for k in self.kernels
+        ):
             raise ValueError(
-                f"stem_kernel must be odd and >= 1 and stem_stride >= 1, got "
-                f"{self.stem_kernel}, {self.stem_stride}"
+                f"kernels must be odd sizes, one per conv layer ({len(self.channels)}), "
+                f"got {self.kernels}"
             )
+        if self.stem_stride < 1:
+            raise ValueError(f"stem_stride must be >= 1, got {self.stem_stride}")
         for name in ("emb_dim", "hidden_size", "attn_dim"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
@@ -106,9 +114,8 @@ def region_centres(grid: tuple[int, int], size: tuple[int, int]) -> Tensor:
 
 class RegionEncoder(nn.Module):
     """The annotation vectors: conv + ReLU layers with a 2×2 max-pool between consecutive
-    layers; the first conv is k×k with stride s (``stem_kernel``, ``stem_stride``), the
-    others 3×3 with stride 1 ('same' padding throughout); cell (r, c) of the last map is
-    a_{r·w + c}.
+    layers; conv k has kernel ``kernels[k]`` ('same' padding), the first stride
+    ``stem_stride``, the others 1; cell (r, c) of the last map is a_{r·w + c}.
 
     Shapes:
         x: (B, C, H, W) float -> a (B, L, D), L = h·w, h = H / (s · 2^(n−1)), D = channels[−1]
@@ -122,11 +129,16 @@ class RegionEncoder(nn.Module):
     """
 
     def __init__(
-        self, in_channels: int, channels: tuple[int, ...], stem_kernel: int, stem_stride: int
+        self,
+        in_channels: int,
+        channels: tuple[int, ...],
+        kernels: tuple[int, ...],
+        stem_stride: int,
     ) -> None:
         super().__init__()
+        if len(kernels) != len(channels):
+            raise ValueError(f"one kernel size per layer: {len(channels)} != {len(kernels)}")
         widths = (in_channels, *channels)
-        kernels = (stem_kernel,) + (3,) * (len(channels) - 1)
         strides = (stem_stride,) + (1,) * (len(channels) - 1)
         self.convs = nn.ModuleList(
             nn.Conv2d(c_in, c_out, kernel_size=k, stride=s, padding=k // 2)
@@ -192,7 +204,7 @@ class ShowAttendTell(nn.Module):
         super().__init__()
         self.cfg, self.pad_id = cfg, pad_id
         m, n, A, D = cfg.emb_dim, cfg.hidden_size, cfg.attn_dim, cfg.channels[-1]
-        self.encoder = RegionEncoder(in_channels, cfg.channels, cfg.stem_kernel, cfg.stem_stride)
+        self.encoder = RegionEncoder(in_channels, cfg.channels, cfg.kernels, cfg.stem_stride)
         side = image_size // self.encoder.downsample
         if side < 1 or side * self.encoder.downsample != image_size:
             raise ValueError(
