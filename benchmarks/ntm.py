@@ -126,7 +126,7 @@ def machine_description() -> str:
 
 def format_table(rows: list[Row]) -> str:
     """Bit errors per sequence (σ > 0.5 vs target) on validation and each test length."""
-    lengths = sorted({int(k.split("@")[1]) for r in rows for k in r.test if k.startswith("bit_")})
+    lengths = sorted({int(k.split("@")[1]) for r in rows for k in r.test if "errors@" in k})
     head = (
         "| problem | model | seed | params | train min | updates | best step | "
         "valid bit err/seq (mean / worst length) | valid cost bits/seq | "
@@ -171,8 +171,16 @@ def render_section(rows: list[Row], command: str, args: argparse.Namespace, out:
         f"Machine: {machine_description()}. Date: {datetime.date.today().isoformat()}. "
         f"Budget: {args.minutes:g} min of training per run (`train.max_minutes`).",
         "",
-        format_table(rows),
-        "",
+        *[
+            line
+            for prob in dict.fromkeys(r.problem for r in rows)
+            for line in (
+                f"### {prob}",
+                "",
+                format_table([r for r in rows if r.problem == prob]),
+                "",
+            )
+        ],
         "Bit errors per sequence: output bits on the wrong side of 0.5, summed over the "
         "output phase, averaged over 64 sequences per length (validation: every training "
         "length, fresh sequences; test: longer sequences, generalisation). Cost: binary "
@@ -255,7 +263,8 @@ def main(argv: list[str] | None = None) -> list[Row]:
             flush=True,
         )
     out = Path(args.out)
-    print(format_table(rows))
+    for prob in dict.fromkeys(r.problem for r in rows):
+        print(format_table([r for r in rows if r.problem == prob]))
     write_section(out, render_section(rows, command, args, out), HEADING)
     print(f"wrote {out} ({HEADING[3:]})")
     return rows

@@ -2,8 +2,9 @@
 
 No captioned photo set ships with seqlab, so the captioning task (Xu et al. 2015, "Show,
 Attend and Tell") runs on scenes whose every fact is known: 2–3 shapes (circle, square,
-triangle, cross) in 5 colours on a black square canvas, each with its pixel box, and a
-caption from a small grammar that names every object and the spatial relation between
+triangle, cross) in 5 colours on a black square canvas (by default 64×64 px with boxes of
+20–24 px, 2.5–3 cells of the captioner's 8×8 attention grid), each with its pixel box, and
+a caption from a small grammar that names every object and the spatial relation between
 neighbours:
 
     caption  := object (relation object)*
@@ -94,8 +95,8 @@ class SceneSpec:
     canvas: int = 64
     min_objects: int = 2
     max_objects: int = 3
-    min_size: int = 12
-    max_size: int = 18
+    min_size: int = 20
+    max_size: int = 24
     gap: int = 2
     min_sep: int = 6
     axis_margin: int = 4

@@ -12,6 +12,7 @@ caption of the figure says so.
 
 from __future__ import annotations
 
+import textwrap
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -22,7 +23,10 @@ from torch import Tensor
 
 from seqlab.models.captioner import region_centres
 
-CAPTION = "α_t per word, upsampled; + = peak region (the localisation check); boxes = objects"
+CAPTION = (
+    "α_t per word, upsampled, each map scaled to its maximum; + = peak region (the "
+    "localisation check); boxes = objects"
+)
 
 
 @dataclass
@@ -91,7 +95,7 @@ def plot_caption_attention(
         H, W = p.image.shape[:2]
         ax = fig.add_subplot(len(panels), cols, r * cols + 1)
         ax.imshow(p.image)
-        ax.set_title(p.reference or "image", fontsize=5)
+        ax.set_title(textwrap.fill(p.reference or "image", 24), fontsize=5)
         ax.axis("off")
         for t, word in enumerate(p.words[: cols - 1]):
             ax = fig.add_subplot(len(panels), cols, r * cols + t + 2)

@@ -90,8 +90,9 @@ def save_trace(trace: dict[str, np.ndarray], stem: str | Path) -> tuple[Path, Pa
 
 def plot_memory(trace: dict[str, np.ndarray], path: str | Path, title: str = "") -> Path:
     """PNG: inputs, targets, outputs (rows: channels, columns: time), then one heatmap per
-    read and write head of w_t(i) (rows: locations, columns: time; only the locations any
-    head visited with weight > 0.01, ± 2, are shown)."""
+    read and write head of w_t(i) (rows: locations, columns: time; black is the head's
+    largest weight; only the locations any head visited with weight > 0.01, ± 2, are
+    shown)."""
     import matplotlib
 
     matplotlib.use("Agg", force=False)
@@ -112,14 +113,17 @@ def plot_memory(trace: dict[str, np.ndarray], path: str | Path, title: str = "")
     for name, w in heads:
         kind = name.split("_")[0]
         for h in range(w.shape[1]):
-            panels.append((f"{kind} head {h}: w_t(i)", w[:, h, lo:hi].T, "location i"))
+            top = float(w[:, h].max())
+            label = f"{kind} head {h}: w_t(i) (black = {top:.2g}, the largest weight)"
+            panels.append((label, w[:, h, lo:hi].T, "location i"))
     fig = Figure(figsize=(max(6.0, trace["x"].shape[0] * 0.12), 1.6 * len(panels) + 0.8))
     axes = fig.subplots(len(panels), 1, squeeze=False)[:, 0]
     for ax, (label, image, ylabel) in zip(axes, panels):
-        extent = None
-        if ylabel == "location i":
+        extent, vmax = None, 1.0
+        if ylabel == "location i":  # scaled to its maximum so diffuse weightings show too
             extent = (-0.5, image.shape[1] - 0.5, hi - 0.5, lo - 0.5)
-        ax.imshow(image, aspect="auto", cmap="gray_r", vmin=0.0, vmax=1.0, extent=extent)
+            vmax = max(float(image.max()), 1e-12)
+        ax.imshow(image, aspect="auto", cmap="gray_r", vmin=0.0, vmax=vmax, extent=extent)
         ax.set_title(label, fontsize=9, loc="left")
         ax.set_ylabel(ylabel, fontsize=8)
         ax.tick_params(labelsize=7)

@@ -46,22 +46,22 @@ class ShowAttendTellConfig:
     max-pool between consecutive ones; the first has stride ``stem_stride`` (a cheap stem:
     at 64×64 a stride-1 first layer tripled the encoder's time). The grid side is
     image_size / (stem_stride · 2^(len(channels) − 1)) and D = channels[−1]. The default
-    (5, 3, 1) keeps each region's receptive field at 19 px, about one object: with a
-    3×3 last layer (35 px, half the canvas) every region sees its neighbours' objects, and
-    small runs captioned as well while their attention peaks left the objects
-    (docs/captioning.md §5).
+    (5, 3, 1) keeps each region's receptive field at 19 px, about one object (20–24 px):
+    with a 3×3 last layer (35 px, half the canvas) every region also sees its neighbours'
+    objects, and short runs captioned as well while fewer attention peaks fell on the
+    objects (docs/captioning.md §5).
     ``positions``: add a learned embedding p_i to each a_i. ``selector``: the gate β.
     """
 
-    channels: tuple[int, ...] = (32, 64, 128)
+    channels: tuple[int, ...] = (32, 64, 64)
     kernels: tuple[int, ...] = (5, 3, 1)
     stem_stride: int = 2
-    emb_dim: int = 64
-    hidden_size: int = 256
-    attn_dim: int = 128
+    emb_dim: int = 32
+    hidden_size: int = 128
+    attn_dim: int = 64
     positions: bool = True
     selector: bool = True
-    dropout: float = 0.1
+    dropout: float = 0.0
 
     def __post_init__(self) -> None:
         if not self.channels or any(c < 1 for c in self.channels):
@@ -124,8 +124,8 @@ class RegionEncoder(nn.Module):
     pretrained on ImageNet (no such net or data here; the scenes are not photos). Not
     ``seqlab.models.cnn.ConvEncoder`` (stride-1 convs, pool after each): at 64×64 the
     strided stem and pooling before (not after) the wider layers make this one about 10×
-    cheaper for the same widths (32, 64, 128) and 8×8 grid (0.07 s vs 0.85 s forward +
-    backward, batch 64, one thread).
+    cheaper for the same widths and 8×8 grid (widths 32, 64, 128: 0.07 s vs 0.85 s
+    forward + backward, batch 64, one thread).
     """
 
     def __init__(

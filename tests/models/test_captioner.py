@@ -22,7 +22,7 @@ from seqlab.registry import MODELS
 from seqlab.tasks.base import token_cross_entropy
 
 V = 18
-TINY = {"channels": (4, 6, 8), "stem_kernel": 3, "emb_dim": 6, "hidden_size": 10, "attn_dim": 7}
+TINY = {"channels": (4, 6, 8), "kernels": (3, 3, 3), "emb_dim": 6, "hidden_size": 10, "attn_dim": 7}
 TOL = 1e-10  # atol, float64
 VARIANTS = [{}, {"selector": False}, {"positions": False}]
 
@@ -165,7 +165,7 @@ def test_rebuilds_from_saved_config():
 def test_regions_are_the_last_feature_map_row_major():
     """a_{r·w + c} is cell (r, c) of the last map, and region_centres puts it at pixel
     ((c + ½)·W/w, (r + ½)·H/h)."""
-    enc = RegionEncoder(3, (4, 5), stem_kernel=3, stem_stride=2).double()
+    enc = RegionEncoder(3, (4, 5), kernels=(3, 3), stem_stride=2).double()
     x = torch.rand(2, 3, 16, 16, dtype=torch.float64)
     h = torch.relu(enc.convs[0](x))  # (2, 4, 8, 8)
     h = torch.relu(enc.convs[1](torch.nn.functional.max_pool2d(h, 2)))  # (2, 5, 4, 4)
@@ -180,8 +180,10 @@ def test_regions_are_the_last_feature_map_row_major():
 def test_config_errors():
     with pytest.raises(ValueError, match="dropout"):
         ShowAttendTellConfig(dropout=1.0)
-    with pytest.raises(ValueError, match="stem_kernel"):
-        ShowAttendTellConfig(stem_kernel=4)
+    with pytest.raises(ValueError, match="kernels must be odd"):
+        ShowAttendTellConfig(kernels=(5, 4, 1))
+    with pytest.raises(ValueError, match="one per conv layer"):
+        ShowAttendTellConfig(kernels=(5, 3))
     with pytest.raises(ValueError, match="multiple of 8"):
         ShowAttendTell(ShowAttendTellConfig(**TINY), V, PAD_ID, 3, image_size=36)
 
@@ -195,7 +197,12 @@ def test_overfits_a_handful_of_scenes():
     task.prepare()
     torch.manual_seed(0)
     model_cfg = ShowAttendTellConfig(
-        channels=(8, 16, 16), stem_kernel=3, emb_dim=16, hidden_size=32, attn_dim=16, dropout=0.0
+        channels=(8, 16, 16),
+        kernels=(3, 3, 1),
+        emb_dim=16,
+        hidden_size=32,
+        attn_dim=16,
+        dropout=0.0,
     )
     model = ShowAttendTell(model_cfg, **task.model_kwargs())
     batch = task.collate([0, 1, 2, 3], "train")

@@ -25,7 +25,7 @@ from seqlab.tasks.base import token_cross_entropy
 from seqlab.tasks.captioning import CaptionConfig, CaptionTask, Described, localisation
 
 SMALL = {"n_train": 40, "n_valid": 6, "n_test": 6, "canvas": 32, "min_size": 8, "max_size": 10}
-TINY_MODEL = {"channels": (4, 8, 8), "stem_kernel": 3, "emb_dim": 8, "hidden_size": 12}
+TINY_MODEL = {"channels": (4, 8, 8), "kernels": (3, 3, 1), "emb_dim": 8, "hidden_size": 12}
 
 
 @pytest.fixture(autouse=True)
