@@ -1,0 +1,83 @@
+"""``seqlab serve`` and ``seqlab export`` (docs/serving.md).
+
+    seqlab serve RUN_OR_CHECKPOINT [--host 127.0.0.1] [--port 8000] [--timeout 30] ...
+    seqlab export RUN_OR_CHECKPOINT --format torchscript [--out DIR]
+
+``serve`` loads the checkpoint with ``seqlab.load`` and runs ``seqlab.serve.app`` with
+uvicorn on loopback unless ``--host`` says otherwise; it prints the address and the
+endpoint of the checkpoint's task. ``export`` writes the encoder and one decoder step
+(``seqlab.serve.export``).
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from seqlab.errors import SeqlabError
+
+
+def _cmd_serve(args: argparse.Namespace) -> int:
+    from seqlab import api
+    from seqlab.serve.app import endpoint_of
+    from seqlab.serve.schemas import Limits
+
+    try:
+        limits = Limits(
+            max_chars=args.max_chars,
+            max_texts=args.max_texts,
+            max_new_tokens=args.max_new_tokens,
+            timeout_s=args.timeout,
+            batch_wait_ms=args.batch_wait_ms,
+        )
+    except ValueError as exc:
+        raise SeqlabError(f"serve: {exc}") from None
+    try:
+        from seqlab.serve.app import serve
+    except ImportError as exc:  # fastapi / uvicorn missing
+        raise SeqlabError(
+            f"serve needs fastapi and uvicorn ({exc}): pip install 'seqlab[serve]'"
+        ) from None
+    data_dir = Path(args.data_dir) if args.data_dir else None
+    loaded = api.load(args.path, data_dir=data_dir, device=args.device)
+    endpoint = endpoint_of(loaded.config.task)
+    print(
+        f"seqlab serve: {loaded.config.model} ({loaded.config.task}, step {loaded.step}) "
+        f"on http://{args.host}:{args.port}/  POST /{endpoint}, GET /health, GET /info",
+        flush=True,
+    )
+    serve(loaded, host=args.host, port=args.port, limits=limits)
+    return 0
+
+
+def _cmd_export(args: argparse.Namespace) -> int:
+    from seqlab import api
+    from seqlab.serve.export import export
+
+    loaded = api.load(args.path, device="cpu")
+    out = Path(args.out) if args.out else Path(loaded.checkpoint).parent / f"export-{args.format}"
+    for path in export(loaded, out, fmt=args.format):
+        print(f"wrote {path}")
+    return 0
+
+
+def add_commands(sub: argparse._SubParsersAction) -> None:
+    """Register ``serve`` and ``export`` on the top-level parser's subcommands."""
+    p = sub.add_parser("serve", help="JSON API + web page for a trained checkpoint")
+    p.add_argument("path", metavar="RUN_OR_CHECKPOINT")
+    p.add_argument("--host", default="127.0.0.1", help="address to bind (default loopback)")
+    p.add_argument("--port", type=int, default=8000)
+    p.add_argument("--timeout", type=float, default=30.0, help="seconds per request")
+    p.add_argument("--max-chars", type=int, default=1000, help="characters per text")
+    p.add_argument("--max-texts", type=int, default=32, help="texts per request")
+    p.add_argument("--max-new-tokens", type=int, default=256, help="tokens per /generate")
+    p.add_argument("--batch-wait-ms", type=float, default=5.0, help="micro-batch gathering")
+    p.add_argument("--data-dir", help="data folder (default ../shared/data)")
+    p.add_argument("--device", default="cpu")
+    p.set_defaults(func=_cmd_serve)
+
+    p = sub.add_parser("export", help="TorchScript encoder + decoder step of a checkpoint")
+    p.add_argument("path", metavar="RUN_OR_CHECKPOINT")
+    p.add_argument("--format", choices=["torchscript", "onnx"], default="torchscript")
+    p.add_argument("--out", help="output folder (default <checkpoint>/../export-<format>)")
+    p.set_defaults(func=_cmd_export)

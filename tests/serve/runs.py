@@ -1,0 +1,92 @@
+"""Tiny trained runs for the serving tests, one per servable task, each in a few seconds:
+a Transformer de→en on a 16-word lexicon, a character GRU language model, an averaged-
+embedding sentiment classifier and a BiLSTM tagger (data made by the task tests' helpers)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from seqlab import api
+from tests.cli.test_lm_cli import TEXT
+from tests.cli.test_predict_cli import NEG, POS
+from tests.tasks.test_tagging_task import sentences, write_conll
+from tests.tasks.test_translation import _pairs
+
+TRAIN: dict[str, Any] = {
+    "precision": "fp32",
+    "threads": 1,
+    "progress": False,
+    "log_every": 1000,
+    "optim": {"name": "adam", "lr": 5e-3},
+}
+
+
+def _train(cfg: dict[str, Any], root: Path, steps: int) -> Path:
+    cfg["train"] = {**TRAIN, **cfg.get("train", {}), "max_steps": steps,
+                    "valid_every": steps, "save_every": steps}  # fmt: skip
+    api.train(cfg, run_dir=root / "run", quiet=True)
+    return root / "run"
+
+
+def translation_run(root: Path, steps: int = 150) -> Path:
+    """Transformer (d 32, 1 + 1 layers) on lexicon pairs ``der hund läuft.`` → ``the dog
+    runs.``; the data files stay in ``root`` (loading a translation run reads them)."""
+    files = {}
+    for split, n, seed in [("train", 400, 0), ("valid", 20, 1)]:
+        pairs = _pairs(n, seed)
+        for side, lang, i in (("src", "de", 0), ("tgt", "en", 1)):
+            path = root / f"{split}.{lang}"
+            path.write_text("".join(p[i] + "\n" for p in pairs), encoding="utf-8")
+            files[f"{split}_{side}"] = str(path)
+    cfg = {
+        "task": {"name": "translation", "data": "files", **files, "vocab_size": 60,
+                 "cache_dir": str(root / "spm"), "valid_bleu_sentences": 10},
+        "model": {"name": "transformer", "d_model": 32, "n_heads": 4, "d_ff": 64,
+                  "encoder_layers": 1, "decoder_layers": 1, "dropout": 0.0,
+                  "share_embeddings": True},
+        "train": {"batch": {"max_tokens": 512}},
+    }  # fmt: skip
+    return _train(cfg, root, steps)
+
+
+def lm_run(root: Path, steps: int = 30) -> Path:
+    """Character GRU language model on three repeated lines."""
+    corpus = root / "corpus.txt"
+    corpus.write_text(TEXT + "\n", encoding="utf-8")
+    cfg = {
+        "task": {"name": "lm", "data": "text", "path": str(corpus), "level": "char",
+                 "batch_size": 4, "bptt": 16, "eval_batch_size": 2},
+        "model": {"name": "rnn_lm", "cell": "gru", "emb_dim": 16, "hidden": 16, "layers": 1,
+                  "dropout": 0.0},
+    }  # fmt: skip
+    return _train(cfg, root, steps)
+
+
+def classify_run(root: Path, steps: int = 40) -> Path:
+    """Averaged embeddings on ten short positive / negative reviews."""
+    data = root / "reviews.tsv"
+    lines = [f"pos\t{t} {i}" for i in range(4) for t in POS]
+    lines += [f"neg\t{t} {i}" for i in range(4) for t in NEG]
+    data.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    cfg = {
+        "task": {"name": "classify", "data": "tsv", "path": str(data), "min_freq": 1},
+        "model": {"name": "avg_embedding", "d_embed": 8},
+        "train": {"batch": {"max_tokens": 64}, "optim": {"name": "adam", "lr": 0.05}},
+    }
+    return _train(cfg, root, steps)
+
+
+def tag_run(root: Path, steps: int = 40) -> Path:
+    """BiLSTM-CRF tagger on lexicon sentences (a word's identity gives its entity type)."""
+    paths = {
+        f"{split}_path": write_conll(root / f"{split}.txt", sentences(n, seed))
+        for split, n, seed in [("train", 200, 0), ("valid", 20, 1)]
+    }
+    cfg = {
+        "task": {"name": "tag", "data": "files", **paths},
+        "model": {"name": "bilstm_tagger", "word_dim": 16, "char": "cnn", "char_dim": 8,
+                  "char_filters": 8, "hidden": 16, "dropout": 0.0, "decoder": "crf"},
+        "train": {"batch": {"max_tokens": 256}, "optim": {"name": "adam", "lr": 0.02}},
+    }  # fmt: skip
+    return _train(cfg, root, steps)
