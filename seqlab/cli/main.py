@@ -13,7 +13,7 @@ import sys
 from collections.abc import Sequence
 
 from seqlab import __version__
-from seqlab.cli import embed_cmds, lm_cmds, predict_cmd, train_cmds, translate_cmd
+from seqlab.cli import embed_cmds, lm_cmds, predict_cmd, serve_cmd, train_cmds, translate_cmd
 from seqlab.errors import SeqlabError
 
 # Errors caused by the user's input: one line on stderr, exit code 2 (traceback: --debug).
@@ -83,6 +83,7 @@ def build_parser() -> argparse.ArgumentParser:
     lm_cmds.add_commands(sub)
     predict_cmd.add_command(sub)
     embed_cmds.add_command(sub)
+    serve_cmd.add_commands(sub)
     return parser
 
 
