@@ -58,8 +58,9 @@ function fillSelect(select, values, labels) {
 
 function setupSelectors() {
   const names = Object.keys(current.attention || {});
+  const before = $("att-name").value; // kept across translations; cross attention first
   fillSelect($("att-name"), names);
-  if (names.includes("cross") && !names.includes($("att-name").value)) $("att-name").value = "cross";
+  if (!names.includes(before) && names.includes("cross")) $("att-name").value = "cross";
   const maps = asLayersHeads(current.attention[$("att-name").value]);
   fillSelect($("att-layer"), maps.map((_, i) => i), maps.map((_, i) => `${i + 1} of ${maps.length}`));
   const heads = maps[0].length;
