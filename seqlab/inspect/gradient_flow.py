@@ -331,36 +331,50 @@ def decay_per_step(curve: Sequence[float]) -> float:
 def time_table(record: dict[str, Any]) -> str:
     """Markdown table of :func:`time_experiment`: accuracy, relative gradient at the
     longest distance and the fitted decay factor per step, before and after training."""
+    from seqlab.inspect.figures import markdown_table
+
     T = record["distance"] + 1
-    lines = [
-        "| variant | b_f | acc init | acc trained | ‖∂L/∂a⟨1⟩‖/‖∂L/∂a⟨T⟩‖ init "
-        "| … trained | decay/step init | decay/step trained |",
-        "|---|---|---|---|---|---|---|---|",
+    header = [
+        "variant",
+        "b_f",
+        "acc init",
+        "acc trained",
+        "‖∂L/∂a⟨1⟩‖/‖∂L/∂a⟨T⟩‖ init",
+        "… trained",
+        "decay/step init",
+        "decay/step trained",
     ]
+    rows = []
     for name, v in record["variants"].items():
-        rel = [
-            v[p]["h"][T] / v[p]["h"][0] if v[p]["h"][0] else float("nan")
-            for p in ("init", "trained")
-        ]
-        r = [decay_per_step(v[p]["h"]) for p in ("init", "trained")]
+        curves = [v[p]["h"] for p in ("init", "trained")]
+        rel = [c[T] / c[0] if c[0] else float("nan") for c in curves]
+        r = [decay_per_step(c) for c in curves]
         b_f = "—" if v["forget_bias"] is None else f"{v['forget_bias']:g}"
-        lines.append(
-            f"| {name} | {b_f} | {v['accuracy_init']:.2f} | {v['accuracy_trained']:.2f} "
-            f"| {rel[0]:.1e} | {rel[1]:.1e} | {r[0]:.3f} | {r[1]:.3f} |"
+        rows.append(
+            [
+                name,
+                b_f,
+                f"{v['accuracy_init']:.2f}",
+                f"{v['accuracy_trained']:.2f}",
+                f"{rel[0]:.1e}",
+                f"{rel[1]:.1e}",
+                f"{r[0]:.3f}",
+                f"{r[1]:.3f}",
+            ]
         )
-    return "\n".join(lines)
+    return markdown_table(header, rows)
 
 
 def depth_table(record: dict[str, Any]) -> str:
     """Markdown table of :func:`depth_experiment`: first/last block norms and their ratio."""
-    lines = [
-        "| net | blocks | ‖∂L/∂x‖ first block | ‖∂L/∂x‖ last block | first / last |",
-        "|---|---|---|---|---|",
-    ]
+    from seqlab.inspect.figures import markdown_table
+
+    header = ["net", "blocks", "‖∂L/∂x‖ first block", "‖∂L/∂x‖ last block", "first / last"]
+    rows = []
     for name, v in record["nets"].items():
         g = v["block_input_grad_norm"]
-        lines.append(f"| {name} | {len(g)} | {g[0]:.3g} | {g[-1]:.3g} | {g[0] / g[-1]:.3g} |")
-    return "\n".join(lines)
+        rows.append([name, len(g), f"{g[0]:.3g}", f"{g[-1]:.3g}", f"{g[0] / g[-1]:.3g}"])
+    return markdown_table(header, rows)
 
 
 def run(
