@@ -35,6 +35,7 @@ import torch
 from torch import nn
 
 from seqlab.data.collate import Seq2SeqBatch, collate_seq2seq
+from seqlab.data.lazy import LazySplits
 from seqlab.data.multi30k import locate_multi30k
 from seqlab.data.readers import read_parallel
 from seqlab.data.spm import SentencePieceTokenizer
@@ -148,15 +149,19 @@ class TranslationTask(Task):
 
     # ------------------------------------------------------------------ data
 
+    def _split_names(self) -> list[str]:
+        """The splits this config names (no file is touched)."""
+        if self.cfg.data == "files":
+            return [k for k in ("train", "valid", "test") if getattr(self.cfg, f"{k}_src")]
+        return [*_MULTI30K, "test"]
+
     def _paths(self) -> dict[str, tuple[Path, Path]]:
         cfg = self.cfg
         if cfg.data == "files":
-            paths = {
-                "train": (cfg.train_src, cfg.train_tgt),
-                "valid": (cfg.valid_src, cfg.valid_tgt),
-                "test": (cfg.test_src, cfg.test_tgt),
+            return {
+                k: (Path(getattr(cfg, f"{k}_src")), Path(getattr(cfg, f"{k}_tgt")))
+                for k in self._split_names()
             }
-            return {k: (Path(s), Path(t)) for k, (s, t) in paths.items() if s is not None}
         folder = locate_multi30k(self.data_dir, langs=(cfg.src_lang, cfg.tgt_lang))
         names = {**_MULTI30K, "test": cfg.test_split}
         return {
@@ -165,24 +170,37 @@ class TranslationTask(Task):
         }
 
     def prepare(self, tokenizer_state: dict[str, Any] | None = None) -> None:
-        cfg = self.cfg
-        self.texts: dict[str, tuple[list[str], list[str]]] = {}
-        for split, (src_path, tgt_path) in self._paths().items():
-            pairs = read_parallel(src_path, tgt_path)
-            if split == "train" and cfg.max_train_examples is not None:
-                pairs = pairs[: cfg.max_train_examples]
-            self.texts[split] = ([s for s, _ in pairs], [t for _, t in pairs])
+        """Train the tokenizer on the training split, or restore it from a checkpoint's
+        ``tokenizer_state``. Splits are read and encoded on first use (``texts``, ``ids``):
+        a restored task reads no data to translate (``seqlab translate``, ``seqlab
+        serve`` work on a machine without the corpus) and only the test files to evaluate
+        ``test``."""
+        names = self._split_names()
+        self.texts: LazySplits[tuple[list[str], list[str]]] = LazySplits(names, self._read)
+        self.ids: LazySplits[tuple[list[list[int]], list[list[int]]]] = LazySplits(
+            names, self._encode
+        )
         if tokenizer_state is not None:
             self._restore_tokenizers(tokenizer_state)
         else:
             self._train_tokenizers()
-        self.ids: dict[str, tuple[list[list[int]], list[list[int]]]] = {}
-        for split, (src, tgt) in self.texts.items():
-            self.ids[split] = (
-                [self.src_tok.encode(s) + [EOS_ID] for s in src],
-                [self.tgt_tok.encode(t) for t in tgt],
-            )
-        self._filter_train()
+
+    def _read(self, split: str) -> tuple[list[str], list[str]]:
+        """(source lines, target lines) of ``split``, checked by ``read_parallel``."""
+        src_path, tgt_path = self._paths()[split]
+        pairs = read_parallel(src_path, tgt_path)
+        if split == "train" and self.cfg.max_train_examples is not None:
+            pairs = pairs[: self.cfg.max_train_examples]
+        return [s for s, _ in pairs], [t for _, t in pairs]
+
+    def _encode(self, split: str) -> tuple[list[list[int]], list[list[int]]]:
+        """(source ids + </s>, target ids) of ``split``; train is filtered by ``max_len``."""
+        src, tgt = self.texts[split]
+        ids = (
+            [self.src_tok.encode(s) + [EOS_ID] for s in src],
+            [self.tgt_tok.encode(t) for t in tgt],
+        )
+        return self._filter_train(ids) if split == "train" else ids
 
     def _train_tokenizers(self) -> None:
         cfg = self.cfg
@@ -218,18 +236,22 @@ class TranslationTask(Task):
             self.src_tok = Tokenizer.from_state(state["src"])
             self.tgt_tok = Tokenizer.from_state(state["tgt"])
 
-    def _filter_train(self) -> None:
-        src, tgt = self.ids["train"]
+    def _filter_train(
+        self, ids: tuple[list[list[int]], list[list[int]]]
+    ) -> tuple[list[list[int]], list[list[int]]]:
+        """Drop training pairs longer than ``max_len`` subwords (from ids and texts)."""
+        src, tgt = ids
         L = self.cfg.max_len
         keep = [i for i in range(len(src)) if len(src[i]) <= L and len(tgt[i]) + 1 <= L]
         if not keep:
             raise DataError(f"every training pair is longer than task.max_len={L} subwords")
-        if len(keep) < len(src):
-            n_out = len(src) - len(keep)
-            log.warning("dropped %d of %d training pairs over max_len=%d", n_out, len(src), L)
-            self.ids["train"] = ([src[i] for i in keep], [tgt[i] for i in keep])
-            s_txt, t_txt = self.texts["train"]
-            self.texts["train"] = ([s_txt[i] for i in keep], [t_txt[i] for i in keep])
+        if len(keep) == len(src):
+            return ids
+        n_out = len(src) - len(keep)
+        log.warning("dropped %d of %d training pairs over max_len=%d", n_out, len(src), L)
+        s_txt, t_txt = self.texts["train"]
+        self.texts.replace("train", ([s_txt[i] for i in keep], [t_txt[i] for i in keep]))
+        return [src[i] for i in keep], [tgt[i] for i in keep]
 
     def _split(self, split: str) -> str:
         aliases = {"val": "valid", "dev": "valid", self.cfg.test_split: "test"}

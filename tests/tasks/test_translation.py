@@ -8,6 +8,7 @@ import json
 import random
 import shutil
 from dataclasses import dataclass
+from pathlib import Path
 
 import pytest
 import torch
@@ -465,3 +466,39 @@ def test_cli_evaluate_src_ref(checkpoint, prepared, trained, tmp_path, capsys):
         assert got[key] == expected[key], key
     assert main(argv[:4]) == 2  # --src without --ref
     assert "--ref" in capsys.readouterr().err
+
+
+def test_checkpoint_translates_without_its_corpus(tmp_path, prepared, trained):
+    """A checkpoint is self-contained: with its corpus gone, ``seqlab.load`` and
+    ``translate`` still work (same output as with the data); ``evaluate("test")`` reads
+    only the test files, and names the missing one when they are gone."""
+    from seqlab import api
+    from seqlab.config import to_dict
+    from seqlab.run_config import resolve_run
+    from seqlab.train.checkpoint import save_checkpoint
+
+    model, _ = trained
+    data = tmp_path / "corpus"
+    data.mkdir()
+    task_cfg = dict(to_dict(prepared.cfg))
+    for field in [f"{k}_{side}" for k in ("train", "valid", "test") for side in ("src", "tgt")]:
+        copy = data / Path(task_cfg[field]).name
+        shutil.copy(task_cfg[field], copy)
+        task_cfg[field] = str(copy)
+    model_cfg = {"name": "transformer", **to_dict(model.cfg)}
+    run = resolve_run({"task": {"name": "translation", **task_cfg}, "model": model_cfg})
+    ckpt = save_checkpoint(
+        tmp_path / "ckpt", model=model, step=60, config=run.to_dict(),
+        tokenizer_state=prepared.tokenizer_state(),
+    )  # fmt: skip
+    expected = prepared.evaluate(model, "test")
+    for name in ("train.de", "train.en", "valid.de", "valid.en"):
+        (data / name).unlink()
+    loaded = api.load(ckpt)
+    assert loaded.evaluate("test")["bleu"] == expected["bleu"]
+    shutil.rmtree(data)
+    loaded = api.load(ckpt)
+    sentences = ["der hund läuft.", "ein kind und eine katze."]
+    assert loaded.translate(sentences, beam=2) == prepared.translate(model, sentences, beam=2)
+    with pytest.raises(DataError, match=r"test\.de: file not found"):
+        loaded.evaluate("test")
