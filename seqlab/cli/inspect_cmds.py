@@ -3,9 +3,12 @@ writing its JSON record and PNG figures (docs/inspect.md).
 
     seqlab inspect gradflow [--out DIR] [--distance N] [--steps S] [--hidden H]
         [--depths 20,56] [--distractors random|ptb] [--data-dir DIR] [--seed S]
-    seqlab inspect complexity [--out DIR] [--quick]
-    seqlab inspect positional [--out DIR] [--d-model D] [--positions P]
-    seqlab inspect attention-speed [--out DIR] [--sizes 64,128,256] [--src-len S]
+    seqlab inspect complexity [--out DIR] [--quick] [--families rnn,rnn_attention,transformer]
+    seqlab inspect positional [--out DIR] [--d-model D] [--positions P] [--offsets 1,5,50]
+    seqlab inspect attention-speed [--out DIR] [--lengths 16,64,256] [--width D] [--batch B]
+
+``benchmarks/complexity.py`` runs the same sweep as ``inspect complexity`` and also writes
+its section of docs/results.md.
 """
 
 from __future__ import annotations
@@ -69,6 +72,71 @@ def _print_files(files: dict[str, Any]) -> None:
     print("\nwrote " + ", ".join(str(v) for v in files.values()))
 
 
+def _cmd_complexity(args: argparse.Namespace) -> int:
+    from seqlab.inspect import complexity as cx
+    from seqlab.inspect.complexity_table import exponent_table, plot_against_t, top_t_table
+    from seqlab.inspect.figures import write_json
+
+    families = [f.strip() for f in args.families.split(",") if f.strip()]
+    unknown = sorted(set(families) - set(cx.FAMILIES))
+    if unknown:
+        raise SeqlabError(f"--families: unknown {unknown}; choose from {', '.join(cx.FAMILIES)}")
+    sweep = cx.QUICK if args.quick else cx.Sweep()
+    record = cx.run_sweep(sweep, families, log=lambda line: print(line, flush=True))
+    out = Path(args.out)
+    files = {
+        "json": write_json(out / "complexity.json", record),
+        "png": plot_against_t(record, out / "complexity.png"),
+    }
+    print()
+    print(exponent_table(record))
+    print()
+    print(top_t_table(record))
+    _print_files(files)
+    return 0
+
+
+def _cmd_positional(args: argparse.Namespace) -> int:
+    from seqlab.inspect import positional_offset as po
+    from seqlab.inspect.figures import write_json
+
+    offsets = _ints(args.offsets, "--offsets")
+    if args.d_model % 2 or args.d_model < 2:
+        raise SeqlabError(f"--d-model must be even and >= 2, got {args.d_model}")
+    if args.positions <= max(offsets) + args.d_model:
+        raise SeqlabError(
+            f"--positions must exceed the largest offset + d_model = "
+            f"{max(offsets) + args.d_model}, got {args.positions}"
+        )
+    record = po.offset_record(args.d_model, args.positions, offsets)
+    out = Path(args.out)
+    files = {
+        "json": write_json(out / "positional-offset.json", record),
+        "png": po.plot_offsets(record, out / "positional-offset.png"),
+    }
+    print(po.offset_table(record))
+    _print_files(files)
+    return 0
+
+
+def _cmd_attention_speed(args: argparse.Namespace) -> int:
+    from seqlab.inspect import attention_speed as sp
+    from seqlab.inspect.figures import write_json
+
+    lengths = _ints(args.lengths, "--lengths")
+    for flag in ("width", "batch", "repeats"):
+        _positive(getattr(args, flag), f"--{flag}")
+    record = sp.speed_record(lengths, args.width, args.batch, args.repeats)
+    out = Path(args.out)
+    files = {
+        "json": write_json(out / "attention-speed.json", record),
+        "png": sp.plot_speed(record, out / "attention-speed.png"),
+    }
+    print(sp.speed_table(record))
+    _print_files(files)
+    return 0
+
+
 def add_commands(sub: Any) -> None:
     p = sub.add_parser("inspect", help="gradient flow, complexity and other measured claims")
     inspect = p.add_subparsers(dest="inspect_command", metavar="EXPERIMENT", required=True)
@@ -83,3 +151,24 @@ def add_commands(sub: Any) -> None:
     g.add_argument("--data-dir", help="folder holding ptb/ (for --distractors ptb)")
     g.add_argument("--seed", type=int, default=0)
     g.set_defaults(func=_cmd_gradflow)
+
+    c = inspect.add_parser("complexity", help="time and memory vs t, k, d; fitted exponents")
+    c.add_argument("--out", default=DEFAULT_OUT, help=f"output folder (default {DEFAULT_OUT})")
+    c.add_argument("--quick", action="store_true", help="tiny sizes (seconds)")
+    c.add_argument("--families", default="rnn,rnn_attention,transformer", help="comma-separated")
+    c.set_defaults(func=_cmd_complexity)
+
+    q = inspect.add_parser("positional", help="PE(pos+k) = M_k PE(pos), measured")
+    q.add_argument("--out", default=DEFAULT_OUT, help=f"output folder (default {DEFAULT_OUT})")
+    q.add_argument("--d-model", type=int, default=64)
+    q.add_argument("--positions", type=int, default=512)
+    q.add_argument("--offsets", default="1,2,5,10,50,100")
+    q.set_defaults(func=_cmd_positional)
+
+    a = inspect.add_parser("attention-speed", help="dot-product vs additive attention time")
+    a.add_argument("--out", default=DEFAULT_OUT, help=f"output folder (default {DEFAULT_OUT})")
+    a.add_argument("--lengths", default="16,32,64,128,256", help="T = S values")
+    a.add_argument("--width", type=int, default=128, help="D = A")
+    a.add_argument("--batch", type=int, default=8)
+    a.add_argument("--repeats", type=int, default=5, help="timings per point (median)")
+    a.set_defaults(func=_cmd_attention_speed)

@@ -9,7 +9,8 @@ Two kinds, both *added* to the token embeddings:
 
   For every offset k, PE(pos+k) = M_k · PE(pos) with M_k block-diagonal, one 2×2
   rotation by k·ω_i per pair (2i, 2i+1), ω_i = 10000^{−2i/d_model}; so relative position
-  is a linear function of the encoding (tested in tests/nn/test_positional.py).
+  is a linear function of the encoding (``offset_rotation``; tested in
+  tests/nn/test_positional.py, measured by seqlab/inspect/positional_offset.py).
 
 * ``LearnedPositionalEmbedding`` — one trained vector per absolute position, as in
   ConvS2S (Gehring et al. 2017, §3.1) and BERT (Devlin et al. 2019, §3); it cannot go
@@ -62,6 +63,23 @@ def sinusoidal_table(
     PE[:, 0::2] = torch.sin(angle)  # (P, ceil(D/2))
     PE[:, 1::2] = torch.cos(angle[:, : d_model // 2])  # (P, floor(D/2))
     return PE.to(dtype)  # (P, D)
+
+
+def offset_rotation(k: int, d_model: int) -> Tensor:
+    """M_k: one 2×2 rotation by k·ω_i per pair (2i, 2i+1), float64.
+
+        M_k[2i:2i+2, 2i:2i+2] = [[cos kω_i, sin kω_i], [−sin kω_i, cos kω_i]]
+
+    For odd d_model the last (unpaired sine) column has no exact linear map; it is left 0.
+    Shapes: → (d_model, d_model)
+    """
+    M = torch.zeros(d_model, d_model, dtype=torch.float64)  # (D, D)
+    for i in range(d_model // 2):
+        omega = 10000.0 ** (-2 * i / d_model)
+        c, s = math.cos(k * omega), math.sin(k * omega)
+        M[2 * i, 2 * i], M[2 * i, 2 * i + 1] = c, s
+        M[2 * i + 1, 2 * i], M[2 * i + 1, 2 * i + 1] = -s, c
+    return M
 
 
 class SinusoidalPositionalEncoding(nn.Module):

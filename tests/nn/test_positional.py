@@ -1,13 +1,12 @@
 """Positional encodings: golden values, the relative-position property, offsets, growth."""
 
-import math
-
 import pytest
 import torch
 
 from seqlab.nn.positional import (
     LearnedPositionalEmbedding,
     SinusoidalPositionalEncoding,
+    offset_rotation,
     sinusoidal_table,
 )
 
@@ -40,27 +39,13 @@ def test_sinusoidal_odd_width_keeps_sine_in_last_column():
     )
 
 
-def _rotation_M_k(k: int, d_model: int) -> torch.Tensor:
-    """M_k built from k alone: block-diagonal 2×2 rotations, one per frequency ω_i.
-
-    [sin((p+k)ω), cos((p+k)ω)] = [[cos kω, sin kω], [−sin kω, cos kω]] · [sin pω, cos pω].
-    """
-    M = torch.zeros(d_model, d_model, dtype=torch.float64)  # (D, D)
-    for i in range(d_model // 2):
-        omega = 10000.0 ** (-2 * i / d_model)
-        c, s = math.cos(k * omega), math.sin(k * omega)
-        M[2 * i, 2 * i], M[2 * i, 2 * i + 1] = c, s
-        M[2 * i + 1, 2 * i], M[2 * i + 1, 2 * i + 1] = -s, c
-    return M
-
-
 @pytest.mark.parametrize("d_model", [8, 16])
 @pytest.mark.parametrize("k", [1, 5, 37, 100])
 def test_pe_pos_plus_k_is_linear_map_of_pe_pos(k, d_model):
     # Vaswani 2017 §3.5: for any fixed k, PE(pos+k) is a linear function of PE(pos).
     n = 300
     PE = sinusoidal_table(n + k, d_model)  # float32 table, (n+k, D)
-    M_k = _rotation_M_k(k, d_model)  # (D, D), independent of pos
+    M_k = offset_rotation(k, d_model)  # (D, D), independent of pos
     predicted = PE[:n].double() @ M_k.T  # (n, D): row pos is M_k · PE(pos)
     torch.testing.assert_close(predicted, PE[k:].double(), atol=1e-5, rtol=0)
     # M_k is a rotation: orthogonal, so the map loses nothing.
