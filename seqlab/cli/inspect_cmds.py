@@ -72,10 +72,20 @@ def _print_files(files: dict[str, Any]) -> None:
     print("\nwrote " + ", ".join(str(v) for v in files.values()))
 
 
+def _save(out: str, stem: str, record: dict[str, Any], plot: Any) -> dict[str, Path]:
+    """``OUT/<stem>.json`` (the record) and ``OUT/<stem>.png`` (``plot(record, path)``)."""
+    from seqlab.inspect.figures import write_json
+
+    folder = Path(out)
+    return {
+        "json": write_json(folder / f"{stem}.json", record),
+        "png": plot(record, folder / f"{stem}.png"),
+    }
+
+
 def _cmd_complexity(args: argparse.Namespace) -> int:
     from seqlab.inspect import complexity as cx
     from seqlab.inspect.complexity_table import exponent_table, plot_against_t, top_t_table
-    from seqlab.inspect.figures import write_json
 
     families = [f.strip() for f in args.families.split(",") if f.strip()]
     unknown = sorted(set(families) - set(cx.FAMILIES))
@@ -83,11 +93,7 @@ def _cmd_complexity(args: argparse.Namespace) -> int:
         raise SeqlabError(f"--families: unknown {unknown}; choose from {', '.join(cx.FAMILIES)}")
     sweep = cx.QUICK if args.quick else cx.Sweep()
     record = cx.run_sweep(sweep, families, log=lambda line: print(line, flush=True))
-    out = Path(args.out)
-    files = {
-        "json": write_json(out / "complexity.json", record),
-        "png": plot_against_t(record, out / "complexity.png"),
-    }
+    files = _save(args.out, "complexity", record, plot_against_t)
     print()
     print(exponent_table(record))
     print()
@@ -98,7 +104,6 @@ def _cmd_complexity(args: argparse.Namespace) -> int:
 
 def _cmd_positional(args: argparse.Namespace) -> int:
     from seqlab.inspect import positional_offset as po
-    from seqlab.inspect.figures import write_json
 
     offsets = _ints(args.offsets, "--offsets")
     if args.d_model % 2 or args.d_model < 2:
@@ -109,11 +114,7 @@ def _cmd_positional(args: argparse.Namespace) -> int:
             f"{max(offsets) + args.d_model}, got {args.positions}"
         )
     record = po.offset_record(args.d_model, args.positions, offsets)
-    out = Path(args.out)
-    files = {
-        "json": write_json(out / "positional-offset.json", record),
-        "png": po.plot_offsets(record, out / "positional-offset.png"),
-    }
+    files = _save(args.out, "positional-offset", record, po.plot_offsets)
     print(po.offset_table(record))
     _print_files(files)
     return 0
@@ -121,17 +122,12 @@ def _cmd_positional(args: argparse.Namespace) -> int:
 
 def _cmd_attention_speed(args: argparse.Namespace) -> int:
     from seqlab.inspect import attention_speed as sp
-    from seqlab.inspect.figures import write_json
 
     lengths = _ints(args.lengths, "--lengths")
     for flag in ("width", "batch", "repeats"):
         _positive(getattr(args, flag), f"--{flag}")
     record = sp.speed_record(lengths, args.width, args.batch, args.repeats)
-    out = Path(args.out)
-    files = {
-        "json": write_json(out / "attention-speed.json", record),
-        "png": sp.plot_speed(record, out / "attention-speed.png"),
-    }
+    files = _save(args.out, "attention-speed", record, sp.plot_speed)
     print(sp.speed_table(record))
     _print_files(files)
     return 0

@@ -55,3 +55,24 @@ def test_the_benchmarked_layers_are_equal_size_and_differ_only_in_score():
     dot, add = Attention(8, 8, "dot"), Attention(8, 8, "additive", attn_dim=8)
     assert sum(p.numel() for p in dot.parameters()) == 0  # e = qᵀk: nothing to learn
     assert sum(p.numel() for p in add.parameters()) == 8 * 8 * 2 + 8  # W_a, U_a, v_a
+
+
+def test_claims_sections_render_from_saved_records(tmp_path):
+    from benchmarks.inspect_claims import main
+    from seqlab.data.agreement import random_task
+    from seqlab.inspect import gradient_flow as gf
+    from seqlab.inspect.figures import write_json
+
+    gf.run(tmp_path, random_task(10), distance=3, steps=1, hidden=4, depths=(8,))
+    write_json(tmp_path / "positional-offset.json", po.offset_record(8, 64, (1, 3)))
+    write_json(tmp_path / "attention-speed.json", sp.speed_record((4,), D=8, B=1, repeats=1))
+    out = tmp_path / "results.md"
+    main(["--from-json", "--out", str(out), "--figures", str(tmp_path)])
+    text = out.read_text(encoding="utf-8")
+    for heading in (
+        "## Gradient flow",
+        "## Sinusoidal encoding: linear offsets",
+        "## Dot-product vs additive attention",
+    ):
+        assert text.count(heading) == 1
+    assert "`seqlab inspect gradflow --out docs/figures`" in text and "| resnet-8 | 3 |" in text
