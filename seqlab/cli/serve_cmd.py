@@ -1,7 +1,7 @@
 """``seqlab serve`` and ``seqlab export`` (docs/serving.md).
 
     seqlab serve RUN_OR_CHECKPOINT [--host 127.0.0.1] [--port 8000] [--timeout 30] ...
-    seqlab export RUN_OR_CHECKPOINT --format torchscript [--out DIR]
+    seqlab export RUN_OR_CHECKPOINT --format torchscript|onnx [--out DIR]
 
 ``serve`` loads the checkpoint with ``seqlab.load`` and runs ``seqlab.serve.app`` with
 uvicorn on loopback unless ``--host`` says otherwise; it prints the address and the
@@ -76,7 +76,7 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--device", default="cpu")
     p.set_defaults(func=_cmd_serve)
 
-    p = sub.add_parser("export", help="TorchScript encoder + decoder step of a checkpoint")
+    p = sub.add_parser("export", help="TorchScript / ONNX encoder + decoder step of a checkpoint")
     p.add_argument("path", metavar="RUN_OR_CHECKPOINT")
     p.add_argument("--format", choices=["torchscript", "onnx"], default="torchscript")
     p.add_argument("--out", help="output folder (default <checkpoint>/../export-<format>)")

@@ -1,26 +1,30 @@
-"""``seqlab export``: a Transformer translation checkpoint as TorchScript — the encoder and
-one decoder step with its state as explicit tensors — plus a reference greedy loop that
-runs the exported step (``greedy_exported``), checked equal to eager decoding in
-tests/serve/test_export.py.
+"""``seqlab export``: a Transformer translation checkpoint as TorchScript or ONNX — the
+encoder and one decoder step with its state as explicit tensors — plus a reference greedy
+loop that runs the exported step (``greedy_exported``), checked equal to eager decoding
+in tests/serve/test_export.py.
 
-Files written to ``out``:
+Files written to ``out`` (``.pt`` for TorchScript, ``.onnx`` for ONNX):
 
-    encoder.pt   (src (B, S) long, src_mask (B, S) bool)
+    encoder      (src (B, S) long, src_mask (B, S) bool)
                  -> memory (B, S, D), cross_k (L, B, H, S, Dh), cross_v (L, B, H, S, Dh)
-    step.pt      (y_prev (B,) long, src_mask (B, S) bool, self_k (L, B, H, t, Dh),
+    step         (y_prev (B,) long, src_mask (B, S) bool, self_k (L, B, H, t, Dh),
                   self_v (L, B, H, t, Dh), cross_k, cross_v)
                  -> logits (B, V), self_k (L, B, H, t+1, Dh), self_v (L, B, H, t+1, Dh)
-    export.json  model config, vocabulary sizes, BOS / EOS / PAD ids
+    export.json  format, model config, vocabulary sizes, BOS / EOS / PAD ids
 
-The self-attention caches start empty (t = 0). Both files are traced
-(``torch.jit.trace``); the cache length and the positional offset stay dynamic because
-they are read from the cache's shape. Other model families (RNN seq2seq with attention
-history, ConvS2S buffers) keep Python structures in their state and are refused with a
-clear error; ONNX is not supported (the ``onnx`` package is not a dependency).
+The self-attention caches start empty (t = 0). TorchScript files are traced
+(``torch.jit.trace``): the cache length and the positional offset stay dynamic because
+they are read from the cache's shape. ONNX files come from ``torch.onnx.export(dynamo=True)``
+with B, S and t declared dynamic (needs the ``onnx`` and ``onnxscript`` packages;
+``onnxruntime`` runs them in ``load_exported``). Other model families (RNN seq2seq with
+attention history, ConvS2S buffers) keep Python structures in their state and are
+refused with a clear error.
 """
 
 from __future__ import annotations
 
+import contextlib
+import io as io_module
 import json
 import warnings
 from pathlib import Path
@@ -72,14 +76,48 @@ class _Step(nn.Module):
         return logits, new_k, new_v
 
 
+FORMATS = {"torchscript": ".pt", "onnx": ".onnx"}
+ENCODER_IO = (["src", "src_mask"], ["memory", "cross_k", "cross_v"])
+STEP_IO = (
+    ["y_prev", "src_mask", "self_k", "self_v", "cross_k", "cross_v"],
+    ["logits", "self_k_out", "self_v_out"],
+)
+
+
 def _check(loaded: Any, fmt: str) -> None:
-    if fmt != "torchscript":
-        raise SeqlabError(f"export --format {fmt}: not supported yet; use --format torchscript")
+    if fmt not in FORMATS:
+        raise SeqlabError(f"export: unknown format {fmt!r}: use torchscript or onnx")
     if loaded.config.task != "translation" or loaded.config.model != "transformer":
         raise SeqlabError(
             f"export: a '{loaded.config.model}' model of task '{loaded.config.task}' cannot be "
             "exported: only Transformer translation checkpoints have an exportable decoder "
             "step (their state is plain tensors); serve the others with seqlab serve"
+        )
+    if fmt == "onnx":
+        try:
+            import onnx  # noqa: F401
+            import onnxscript  # noqa: F401
+        except ImportError as exc:
+            raise SeqlabError(
+                f"export --format onnx needs the onnx and onnxscript packages ({exc}): "
+                "pip install 'seqlab[export]', or use --format torchscript"
+            ) from None
+
+
+def _onnx(module: nn.Module, inputs: tuple[Tensor, ...], io: tuple, dims: dict, path: Path):
+    names, outputs = io
+    with contextlib.redirect_stdout(io_module.StringIO()), warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)  # notes on merged dynamic axis names
+        warnings.simplefilter("ignore", FutureWarning)  # torch's own pytree deprecations
+        torch.onnx.export(
+            module,
+            inputs,
+            str(path),
+            input_names=names,
+            output_names=outputs,
+            dynamo=True,
+            dynamic_shapes={name: dims[name] for name in names},
+            verbose=False,
         )
 
 
@@ -96,33 +134,77 @@ def _examples(model: nn.Module) -> tuple[tuple[Tensor, ...], tuple[Tensor, ...]]
 
 @torch.no_grad()
 def export(loaded: Any, out: str | Path, fmt: str = "torchscript") -> list[Path]:
-    """Write ``encoder.pt``, ``step.pt`` and ``export.json`` to ``out``; their paths."""
+    """Write the encoder, the decoder step and ``export.json`` to ``out``; their paths."""
     _check(loaded, fmt)
     model = loaded.model.eval().cpu()
     enc_inputs, step_inputs = _examples(model)
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
+    ext = FORMATS[fmt]
+    paths = [out / f"encoder{ext}", out / f"step{ext}", out / "export.json"]
     with warnings.catch_warnings():
         # shape checks in the layers become constants of the trace; the test proves the
-        # traced step equal to the eager one at other batch sizes and cache lengths
+        # exported step equal to the eager one at other batch sizes and cache lengths
         warnings.simplefilter("ignore", torch.jit.TracerWarning)
         warnings.simplefilter("ignore", DeprecationWarning)  # torch 2.13: TorchScript too
-        encoder = torch.jit.trace(_Encoder(model), enc_inputs, check_trace=False)
-        step = torch.jit.trace(_Step(model), step_inputs, check_trace=False)
-    paths = [out / "encoder.pt", out / "step.pt", out / "export.json"]
-    encoder.save(str(paths[0]))
-    step.save(str(paths[1]))
+        if fmt == "torchscript":
+            torch.jit.trace(_Encoder(model), enc_inputs, check_trace=False).save(str(paths[0]))
+            torch.jit.trace(_Step(model), step_inputs, check_trace=False).save(str(paths[1]))
+        else:
+            B, S, t = torch.export.Dim("B"), torch.export.Dim("S"), torch.export.Dim("t")
+            dims = {
+                "src": {0: B, 1: S},
+                "src_mask": {0: B, 1: S},
+                "y_prev": {0: B},
+                "self_k": {1: B, 3: t},
+                "self_v": {1: B, 3: t},
+                "cross_k": {1: B, 3: S},
+                "cross_v": {1: B, 3: S},
+            }
+            _onnx(_Encoder(model), enc_inputs, ENCODER_IO, dims, paths[0])
+            _onnx(_Step(model), step_inputs, STEP_IO, dims, paths[1])
     meta = {
-        "format": "torchscript",
+        "format": fmt,
         "model": loaded.config.model,
         "config": loaded.config.to_dict()["model"],
         "vocab_sizes": {k: v for k, v in loaded.task.model_kwargs().items() if k != "pad_id"},
         "bos_id": BOS_ID,
         "eos_id": EOS_ID,
         "pad_id": PAD_ID,
+        "encoder": {"inputs": ENCODER_IO[0], "outputs": ENCODER_IO[1]},
+        "step": {"inputs": STEP_IO[0], "outputs": STEP_IO[1]},
     }
     paths[2].write_text(json.dumps(meta, indent=1) + "\n", encoding="utf-8")
     return paths
+
+
+class _OnnxRunner:
+    """An onnxruntime session called like the TorchScript module: tensors in and out."""
+
+    def __init__(self, path: Path) -> None:
+        import onnxruntime
+
+        self.session = onnxruntime.InferenceSession(str(path))
+        self.names = [i.name for i in self.session.get_inputs()]
+
+    def __call__(self, *inputs: Tensor) -> tuple[Tensor, ...]:
+        feed = {name: x.numpy() for name, x in zip(self.names, inputs)}
+        return tuple(torch.from_numpy(y) for y in self.session.run(None, feed))
+
+
+def load_exported(folder: str | Path) -> tuple[Any, Any]:
+    """(encoder, step) callables of an ``export`` folder, either format: tensors in, a
+    tuple of tensors out (the signatures in the module doc)."""
+    folder = Path(folder)
+    fmt = json.loads((folder / "export.json").read_text(encoding="utf-8"))["format"]
+    ext = FORMATS[fmt]
+    if fmt == "onnx":
+        return _OnnxRunner(folder / f"encoder{ext}"), _OnnxRunner(folder / f"step{ext}")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)
+        return torch.jit.load(str(folder / f"encoder{ext}")), torch.jit.load(
+            str(folder / f"step{ext}")
+        )
 
 
 @torch.no_grad()
