@@ -8,6 +8,7 @@ installed here when missing (CI runs as root on a fresh machine).
 
 from __future__ import annotations
 
+import contextlib
 import shutil
 import socket
 import subprocess
@@ -59,16 +60,16 @@ def browser():
         b.close()
 
 
-@pytest.fixture
-def live_server(translation_model):
-    """``http://127.0.0.1:<free port>`` serving the tiny translation model (uvicorn)."""
+@contextlib.contextmanager
+def live(loaded):
+    """``http://127.0.0.1:<free port>`` serving ``loaded`` with uvicorn in a thread."""
     import uvicorn
 
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    config = uvicorn.Config(create_app(translation_model, Limits()), host="127.0.0.1",
-                            port=port, log_level="warning")  # fmt: skip
+    config = uvicorn.Config(create_app(loaded, Limits()), host="127.0.0.1", port=port,
+                            log_level="warning")  # fmt: skip
     server = uvicorn.Server(config)
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()
@@ -77,19 +78,35 @@ def live_server(translation_model):
             break
         threading.Event().wait(0.02)
     assert server.started, "uvicorn did not start"
-    yield f"http://127.0.0.1:{port}"
-    server.should_exit = True
-    thread.join(timeout=10)
+    try:
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        server.should_exit = True
+        thread.join(timeout=10)
 
 
-def test_page_translates_and_draws_the_heatmap(browser, live_server, translation_model, tmp_path):
+@pytest.fixture
+def page(browser):
+    """A fresh page; JavaScript errors on it fail the test."""
+    p = browser.new_page()
+    errors: list[str] = []
+    p.on("pageerror", lambda e: errors.append(str(e)))
+    yield p
+    p.close()
+    assert errors == []
+
+
+@pytest.fixture
+def live_server(translation_model):
+    with live(translation_model) as url:
+        yield url
+
+
+def test_page_translates_and_draws_the_heatmap(page, live_server, translation_model, tmp_path):
     sentence = "der hund läuft."
     (expected,) = translation_model.translate_detailed(
         [sentence], beam=2, nbest=2, return_attention=True
     )
-    page = browser.new_page()
-    errors: list[str] = []
-    page.on("pageerror", lambda e: errors.append(str(e)))
     page.goto(live_server + "/")
     page.wait_for_selector("#translate-panel:not([hidden])")
     assert "transformer" in page.inner_text("#model-name")
@@ -131,4 +148,41 @@ def test_page_translates_and_draws_the_heatmap(browser, live_server, translation
     page.click("#translate-btn")
     page.wait_for_selector("#error:not([hidden])")
     assert "text: is empty" in page.inner_text("#error")
-    assert errors == []
+
+
+def test_page_samples_from_a_language_model(page, lm_model):
+    with live(lm_model) as url:
+        page.goto(url + "/")
+        page.wait_for_selector("#generate-panel:not([hidden])")
+        assert page.is_hidden("#translate-panel") and page.is_hidden("#predict-panel")
+        page.fill("#prompt", "to be")
+        page.fill("#temperature", "0.5")
+        page.fill("#top-k", "3")
+        page.fill("#max-tokens", "20")
+        page.fill("#seed", "7")
+        page.click("#generate-btn")
+        page.wait_for_function("document.getElementById('sample').textContent.length > 0")
+        want = lm_model.generate("to be", max_tokens=20, temperature=0.5, top_k=3, seed=7)
+        assert page.inner_text("#sample") == "to be" + want  # a character model: no joiner
+
+
+def test_page_highlights_tagged_entities(page, tag_model, tmp_path):
+    text = "John met Anna Smith in Paris today."
+    (want,) = tag_model.predict([text])
+    with live(tag_model) as url:
+        page.goto(url + "/")
+        page.wait_for_selector("#predict-panel:not([hidden])")
+        assert page.inner_text("#predict-title") == "Tag entities"
+        page.fill("#text", text)
+        page.click("#predict-btn")
+        page.wait_for_selector("#prediction mark.ent")
+        marks = page.locator("#prediction mark.ent")
+        shown = [(m.get_attribute("class"), m.inner_text()) for m in marks.all()]
+        assert shown == [
+            (f"ent ent-{e['type']}", f"{e['text']}{e['type']}") for e in want["entities"]
+        ]
+        assert (
+            page.locator("#prediction .tagged").text_content().replace("PER", "").replace("LOC", "")
+            == text
+        )  # the sentence is shown whole, entities marked in place
+        page.screenshot(path=str(tmp_path / "tag.png"))
