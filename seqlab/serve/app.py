@@ -155,7 +155,7 @@ class Server:
         """Results of ``items`` through the batcher, within the request timeout."""
         try:
             results = await asyncio.wait_for(self.batcher.submit(key, items), self.limits.timeout_s)
-        except TimeoutError:
+        except asyncio.TimeoutError:  # (not the builtin on Python 3.10)
             raise ServeError(
                 503,
                 f"request timed out after {self.limits.timeout_s:g} s waiting for the model: "
@@ -188,7 +188,14 @@ class Server:
             "config": _redact(loaded.config.to_dict()),
             "limits": {
                 k: getattr(self.limits, k)
-                for k in ("max_chars", "max_texts", "max_new_tokens", "max_beam", "timeout_s")
+                for k in (
+                    "max_chars",
+                    "max_texts",
+                    "max_new_tokens",
+                    "max_beam",
+                    "timeout_s",
+                    "max_body_bytes",
+                )
             },
             "batching": self.batcher.stats.to_dict(),
         }

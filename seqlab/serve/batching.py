@@ -123,7 +123,7 @@ class MicroBatcher:
                     break
                 try:
                     job = await asyncio.wait_for(self._queue.get(), remaining)
-                except TimeoutError:
+                except asyncio.TimeoutError:  # (not the builtin on Python 3.10)
                     break
             jobs.append(job)
             n += len(job.items)
