@@ -17,6 +17,7 @@ source length" of docs/results.md with a verdict computed from the numbers:
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import datetime
 import shlex
 import sys
@@ -36,6 +37,7 @@ from seqlab.eval.bleu import (  # noqa: E402
     bucket_table,
     plot_bleu_by_length,  # noqa: E402
 )
+from seqlab.inspect.figures import write_json  # noqa: E402
 
 HEADING = "## BLEU by source length (Multi30k de→en, test2016)"
 NO_ATTENTION = ("sutskever", "cho")  # the fixed-vector encoder–decoders
@@ -124,6 +126,14 @@ def main(argv: list[str] | None = None) -> str:
     text = bucket_table(table)
     said = verdict(gaps(table))
     command = shlex.join(["python", "benchmarks/bleu_by_length.py", *argv])
+    sidecar = {  # the numbers for seqlab report (docs/claims.md), next to the PNG
+        "command": command,
+        "no_attention": list(NO_ATTENTION),
+        "models": {m: [dataclasses.asdict(b) for b in bs] for m, bs in table.items()},
+        "gaps": gaps(table),
+        "verdict": said,
+    }
+    write_json(png.with_suffix(".json"), sidecar)
     section = "\n".join(
         [
             HEADING,
@@ -145,7 +155,7 @@ def main(argv: list[str] | None = None) -> str:
     print(text)
     print(said)
     write_section(Path(args.out), section, HEADING)
-    print(f"wrote {args.out} and {png}")
+    print(f"wrote {args.out}, {png} and {png.with_suffix('.json')}")
     return said
 
 

@@ -21,6 +21,7 @@ model gets wrong and a recurrent model right (notes 003).
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import datetime
 import os
 import platform
@@ -35,6 +36,7 @@ import torch
 
 from seqlab import api
 from seqlab.data.mr import ContrastItem, read_contrast_set
+from seqlab.inspect.figures import write_json
 from seqlab.train.fingerprint import cpu_model
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -314,7 +316,14 @@ def main(argv: list[str] | None = None) -> list[Result]:
         print(contrast_table(results, contrast))
     out = Path(args.out)
     write_section(out, render_section(results, contrast, command, args))
-    print(f"wrote {out} ({HEADING[3:]})")
+    sidecar = {  # the numbers for seqlab report (docs/claims.md)
+        "command": command,
+        "recurrent": list(RECURRENT),
+        "contrast": [dataclasses.asdict(c) for c in contrast],
+        "models": [dataclasses.asdict(r) for r in results],
+    }
+    path = write_json(out.parent / "figures" / "sentiment-mr.json", sidecar)
+    print(f"wrote {out} ({HEADING[3:]}) and {path}")
     return results
 
 

@@ -18,6 +18,7 @@ the section ``## Pointer-generator (Multi30k de→en, test2016)`` of ``--out``.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import datetime
 import shlex
 import sys
@@ -26,6 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from seqlab import api
+from seqlab.inspect.figures import write_json
 
 ROOT = Path(__file__).resolve().parent.parent
 if __package__ in (None, ""):  # run as a script: make the sibling benchmark importable
@@ -217,7 +219,9 @@ def main(argv: list[str] | None = None) -> list[Row]:
     print("\n".join(targets(rows)))
     out = Path(args.out)
     write_section(out, render_section(rows, command, args.minutes), HEADING)
-    print(f"wrote {out} ({HEADING[3:]})")
+    sidecar = {"command": command, "rows": [dataclasses.asdict(r) for r in rows]}
+    path = write_json(out.parent / "figures" / "pointer-generator.json", sidecar)
+    print(f"wrote {out} ({HEADING[3:]}) and {path}")  # the JSON is read by seqlab report
     return rows
 
 

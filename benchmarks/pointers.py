@@ -22,6 +22,7 @@ an invalid polygon; valid = fraction of valid (simple) polygons.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import datetime
 import shlex
 import sys
@@ -32,6 +33,7 @@ from pathlib import Path
 import torch
 
 from seqlab import api
+from seqlab.inspect.figures import write_json
 from seqlab.train.build import count_parameters
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -234,7 +236,9 @@ def main(argv: list[str] | None = None) -> list[Result]:
     out = Path(args.out)
     print(format_tables(results))
     write_section(out, render_section(results, command, args.minutes), HEADING)
-    print(f"wrote {out} ({HEADING[3:]})")
+    sidecar = {"command": command, "results": [dataclasses.asdict(r) for r in results]}
+    path = write_json(out.parent / "figures" / "pointers.json", sidecar)
+    print(f"wrote {out} ({HEADING[3:]}) and {path}")  # the JSON is read by seqlab report
     return results
 
 

@@ -18,13 +18,10 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import datetime
-import json
 import os
 import platform
 import re
-import resource
 import shlex
-import statistics
 import subprocess
 import sys
 import time
@@ -34,6 +31,12 @@ from pathlib import Path
 import torch
 
 from seqlab import api
+from seqlab.inspect.measure import (  # shared with seqlab compare; re-exported here
+    overrides_for,
+    peak_rss_mib,
+    train_tokens_per_s,
+)
+from seqlab.inspect.measure import reset_peak_rss as _reset_peak_rss
 
 ROOT = Path(__file__).resolve().parent.parent
 HEADING = "## Translation (Multi30k de→en, test2016)"
@@ -83,37 +86,6 @@ class Row:
 
 
 # ---------------------------------------------------------------------------- measuring
-
-
-def _reset_peak_rss() -> bool:
-    """Reset the kernel's peak-RSS mark of this process (Linux: ``clear_refs`` 5)."""
-    try:
-        Path("/proc/self/clear_refs").write_text("5")
-        return True
-    except OSError:
-        return False
-
-
-def peak_rss_mib() -> float:
-    """Peak resident set size: ``VmHWM`` (reset per model where the kernel allows it), else
-    ``resource.getrusage`` (the peak of the whole process so far)."""
-    status = Path("/proc/self/status")
-    if status.is_file():
-        for line in status.read_text().splitlines():
-            if line.startswith("VmHWM:"):
-                return int(line.split()[1]) / 1024.0
-    kib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss  # KiB on Linux
-    return kib / (1024.0 * 1024.0) if sys.platform == "darwin" else kib / 1024.0
-
-
-def train_tokens_per_s(metrics_path: Path) -> float:
-    """Median target tokens/s over the run's ``train`` log windows (metrics.jsonl)."""
-    rates = []
-    for line in metrics_path.read_text(encoding="utf-8").splitlines():
-        record = json.loads(line)
-        if record.get("event") == "train" and "tokens_per_s" in record:
-            rates.append(float(record["tokens_per_s"]))
-    return statistics.median(rates) if rates else float("nan")
 
 
 def preset_path(model: str) -> Path:
@@ -325,19 +297,6 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
         if "=" not in text:
             p.error(f"override {text!r} is not key=value")
     return args
-
-
-def overrides_for(model: str, overrides: list[str]) -> list[str]:
-    """The overrides that apply to ``model``: plain ``key=value`` ones and its own
-    ``model:key=value`` ones (prefix removed), in the order given."""
-    out = []
-    for text in overrides:
-        head, _, rest = text.partition(":")
-        if "=" in head or not rest:
-            out.append(text)
-        elif head == model:
-            out.append(rest)
-    return out
 
 
 def main(argv: list[str] | None = None) -> list[Row]:

@@ -406,6 +406,29 @@ def render_section(results: dict[str, object], command: str, args: argparse.Name
     return "\n".join(parts).rstrip("\n")
 
 
+def write_depth_json(depth: tuple[dict[str, Curve], int, Path], command: str, path: Path) -> Path:
+    """The depth experiment's numbers for seqlab report: per net, (training loss, test
+    error) at the common step and at the end of its budget (:func:`at_step`)."""
+    from seqlab.inspect.figures import write_json
+
+    curves, n_test, fig = depth
+    s_star = common_step(curves)
+    nets = {}
+    for name, c in curves.items():
+        (l_s, e_s), (l_e, e_e) = at_step(c, s_star), at_step(c, c.updates)
+        nets[name] = {
+            "params": c.params,
+            "updates": c.updates,
+            "minutes": c.minutes,
+            "train_loss_at_step": l_s,
+            "test_error_at_step": e_s,
+            "train_loss_end": l_e,
+            "test_error_end": e_e,
+        }
+    record = {"command": command, "step": s_star, "n_test": n_test, "figure": str(fig)}
+    return write_json(path, {**record, "nets": nets})
+
+
 # ---------------------------------------------------------------------------- entry point
 
 
@@ -448,6 +471,8 @@ def main(argv: list[str] | None = None) -> dict[str, object]:
         fig = plot_depth(curves, Path(args.figures) / "depth.png", common_step(curves))
         results["depth"] = (curves, n_test, fig)
     section = render_section(results, command, args)
+    if "depth" in results:
+        write_depth_json(results["depth"], command, Path(args.figures) / "vision-depth.json")
     print(section)
     out = Path(args.out)
     write_section(out, section, HEADING)
