@@ -75,9 +75,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("items", nargs="*", metavar="key=value", help="overrides for the preset")
     p.set_defaults(func=_cmd_demo)
 
-    from seqlab.cli import inspect_cmds
+    from seqlab.cli import compare_cmds, inspect_cmds
 
     inspect_cmds.add_commands(sub)
+    compare_cmds.add_commands(sub)
     train_cmds.add_commands(sub)
     translate_cmd.add_command(sub)
     lm_cmds.add_commands(sub)
