@@ -17,6 +17,7 @@ with lr 0 during warmup.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import warnings
 from collections.abc import Callable
@@ -126,8 +127,9 @@ def inverse_sqrt_lr(t: int, eta: float, cfg: InverseSqrtConfig) -> float:
 
 @dataclass(frozen=True)
 class CosineConfig:
-    """``warmup`` w; ``total_steps`` T (the update where η_t reaches ``min_lr``; must be
-    set, > w); ``min_lr`` η_min (absolute)."""
+    """``warmup`` w; ``total_steps`` T (the update where η_t reaches ``min_lr``; > w, or 0:
+    fitted to the wall-clock budget ``train.max_minutes`` at the end of the warmup, see
+    :meth:`Schedule.fit_to_budget`); ``min_lr`` η_min (absolute)."""
 
     warmup: int = 0
     total_steps: int = 0
@@ -135,6 +137,7 @@ class CosineConfig:
 
     def __post_init__(self) -> None:
         _check(self.warmup >= 0, f"schedule.warmup must be >= 0, got {self.warmup}")
+        _check(self.total_steps >= 0, f"schedule.total_steps must be >= 0, got {self.total_steps}")
         _check(self.min_lr >= 0.0, f"schedule.min_lr must be >= 0, got {self.min_lr}")
 
 
@@ -149,11 +152,28 @@ def cosine_lr(t: int, eta: float, cfg: CosineConfig) -> float:
     Deviations: no warm restarts; η_t stays at η_min after T.
     """
     w, total = cfg.warmup, cfg.total_steps
-    _check(total > w, f"schedule 'cosine' needs total_steps > warmup ({w}); got {total}")
     if t <= w:
         return eta * t / w
+    _check(
+        total > w,
+        f"schedule 'cosine' needs total_steps > warmup ({w}); got {total} "
+        "(total_steps 0 is fitted to train.max_minutes, which needs warmup >= 1)",
+    )
     p = min(1.0, (t - w) / (total - w))
     return cfg.min_lr + 0.5 * (eta - cfg.min_lr) * (1.0 + math.cos(math.pi * p))
+
+
+def budget_total_steps(
+    steps_done: int, seconds_per_step: float, seconds_left: float, warmup: int
+) -> int:
+    """T = steps_done + ⌊seconds_left / seconds_per_step⌋, at least warmup + 1: the update
+    at which a decay fitted to a wall-clock budget ends, from the speed measured so far.
+
+    Measured once, at the end of the warmup. Validation pauses, or a machine that slows
+    down later, end the budget before T (the lr stops short of its minimum); a faster one
+    reaches the minimum early and stays there.
+    """
+    return max(warmup + 1, steps_done + int(seconds_left / max(seconds_per_step, 1e-9)))
 
 
 class Schedule(LRScheduler):
@@ -169,11 +189,22 @@ class Schedule(LRScheduler):
         self.name = name
         self.cfg = cfg
         self._fn: LrFunction = entry.target
+        self.fitted_total_steps: int | None = None
         super().__init__(optimizer, last_epoch)
 
     def get_lr(self) -> list[float]:
         t = self.last_epoch + 1
         return [self._fn(t, base, self.cfg) for base in self.base_lrs]
+
+    @property
+    def fits_budget(self) -> bool:
+        """True while T is still to be fitted to the time budget (cosine, total_steps 0)."""
+        return getattr(self.cfg, "total_steps", None) == 0
+
+    def set_total_steps(self, total: int) -> None:
+        """Fix the T of a schedule fitted to the time budget (kept in ``state_dict``)."""
+        self.cfg = dataclasses.replace(self.cfg, total_steps=int(total))
+        self.fitted_total_steps = int(total)
 
     def describe(self) -> dict[str, Any]:
         return {"name": self.name, "config": to_dict(self.cfg)}
@@ -187,6 +218,9 @@ class Schedule(LRScheduler):
     def load_state_dict(self, state_dict: dict[str, Any]) -> None:
         state = dict(state_dict)
         saved = state.pop("schedule", None)
+        fitted = state.get("fitted_total_steps")
+        if fitted is not None and self.fits_budget:  # T fitted to the budget before saving
+            self.cfg = dataclasses.replace(self.cfg, total_steps=int(fitted))
         if saved is not None and saved != self.describe():
             warnings.warn(
                 f"resuming with LR schedule {self.describe()} but the checkpoint was trained "

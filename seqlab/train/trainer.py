@@ -27,6 +27,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from seqlab.config import ConfigError
 from seqlab.data.batching import TokenBudgetBatcher
 from seqlab.errors import SeqlabError
 from seqlab.run_config import RunConfig, resolve_run
@@ -40,7 +41,7 @@ from seqlab.train.precision import autocast_context, make_grad_scaler, resolve_p
 from seqlab.train.progress import Progress
 from seqlab.train.rng import seed_everything
 from seqlab.train.run_dir import RunDir
-from seqlab.train.schedules import build_schedule
+from seqlab.train.schedules import budget_total_steps, build_schedule
 from seqlab.train.steps import accumulate_gradients, apply_update
 from seqlab.train.trainer_io import LogWindow
 from seqlab.train.validation import EarlyStopping, prefixed
@@ -159,6 +160,12 @@ class Trainer:
         seed_everything(_rank_seed(t.seed, dist.rank), deterministic=t.deterministic)
         self.optimizer = build_optimizer(self.model, t.optim)
         self.schedule = build_schedule(self.optimizer, cfg.schedule, cfg.schedule_cfg)
+        if self.schedule.fits_budget and (t.max_minutes is None or self.schedule.cfg.warmup < 10):
+            raise ConfigError(
+                f"schedule '{cfg.schedule}' with total_steps 0 fits its decay to the time "
+                "budget train.max_minutes, measuring the speed over the warmup: set "
+                "train.max_minutes and schedule.warmup >= 10, or give schedule.total_steps"
+            )
         self.scaler = make_grad_scaler(self.precision, self.device)
         b = t.batch
         # A task may order its own batches (the lm task: contiguous BPTT chunks) with an
@@ -240,6 +247,8 @@ class Trainer:
                 autocast=self._autocast,
                 scaler=self.scaler if self.scaler.is_enabled() else None,
             )
+            if self.schedule.fits_budget and self.step + 1 >= self.schedule.cfg.warmup:
+                self._fit_schedule_to_budget(first_step)  # before lr(warmup + 1) is set
             stats = apply_update(
                 self.model,
                 self.optimizer,
@@ -312,6 +321,21 @@ class Trainer:
         if budget is None:
             return False
         return bool(self.dist.broadcast_object(self.elapsed >= 60.0 * budget))
+
+    def _fit_schedule_to_budget(self, first_step: int) -> None:
+        """End of warmup: fix the schedule's T from this process's speed so far and the
+        budget left (rank 0 measures, every rank uses its T); logged in metrics.jsonl.
+        A run resumed from inside the warmup measures from its first update."""
+        budget = 60.0 * float(self.cfg.train.max_minutes)
+        spent = self.elapsed - self.elapsed_before
+        per_step = spent / max(self.step - first_step, 1)
+        left = max(budget - self.elapsed, 0.0)
+        warmup = getattr(self.schedule.cfg, "warmup", 0)
+        total = self.dist.broadcast_object(budget_total_steps(self.step, per_step, left, warmup))
+        self.schedule.set_total_steps(total)
+        self.progress.record(
+            {"event": "schedule", "step": self.step, "total_steps": total, "s_per_step": per_step}
+        )
 
     def _at_epoch_limit(self) -> bool:
         limit = self.cfg.train.max_epochs

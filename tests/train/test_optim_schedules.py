@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import json
 import math
+import warnings
 
 import pytest
 import torch
@@ -21,6 +23,7 @@ from seqlab.train.schedules import (
     CosineConfig,
     InverseSqrtConfig,
     StepConfig,
+    budget_total_steps,
     build_schedule,
     constant_lr,
     cosine_lr,
@@ -270,3 +273,41 @@ def test_schedule_and_optimizer_survive_a_checkpoint_bitwise(tmp_path, name, cfg
         assert torch.equal(p, p2), n  # bitwise, no tolerance
     assert sched2.get_last_lr() == sched.get_last_lr()
     assert [g["lr"] for g in opt2.param_groups] == [g["lr"] for g in opt.param_groups]
+
+
+def test_cosine_fitted_to_a_time_budget_keeps_its_T_in_the_state():
+    """total_steps 0: warmup as usual, then T is fixed once (``set_total_steps``) and the
+    curve is the plain cosine with that T; a JSON round trip of the state restores T into
+    a fresh schedule built from the same (T = 0) config, with no warning."""
+    assert budget_total_steps(10, 0.5, 100.0, warmup=10) == 210  # 10 + 100 / 0.5
+    assert budget_total_steps(10, 1.0, 0.0, warmup=10) == 11  # no time left: warmup + 1
+    cfg = CosineConfig(warmup=4, total_steps=0)
+    opt = torch.optim.SGD([nn.Parameter(torch.zeros(1))], lr=2.0)
+    sched = build_schedule(opt, "cosine", cfg)
+    assert sched.fits_budget
+    lrs = []
+    for _ in range(3):
+        lrs.append(opt.param_groups[0]["lr"])
+        opt.step()
+        sched.step()
+    assert lrs == [0.5, 1.0, 1.5]  # warmup needs no T
+    sched.set_total_steps(14)
+    assert not sched.fits_budget
+    sched.step()  # lr(5): the first decayed value
+    fitted = dataclasses.replace(cfg, total_steps=14)
+    assert opt.param_groups[0]["lr"] == cosine_lr(5, 2.0, fitted)
+    state = json.loads(json.dumps(sched.state_dict()))
+
+    opt2 = torch.optim.SGD([nn.Parameter(torch.zeros(1))], lr=2.0)
+    again = build_schedule(opt2, "cosine", cfg)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        again.load_state_dict(state)
+    assert not again.fits_budget and again.cfg.total_steps == 14
+    for t in range(6, 20):
+        sched.step()
+        again.step()
+        assert opt2.param_groups[0]["lr"] == opt.param_groups[0]["lr"] == cosine_lr(t, 2.0, fitted)
+    assert cosine_lr(9, 2.0, fitted) == pytest.approx(1.0, rel=1e-12)  # p = ½ halfway to T
+    with pytest.raises(ConfigError, match="total_steps 0 is fitted"):
+        cosine_lr(5, 2.0, cfg)  # past the warmup with no T

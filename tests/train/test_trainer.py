@@ -218,3 +218,32 @@ def test_time_budget_stops_the_run_and_says_why():
     assert summary["stopped"] == "max_minutes" and summary["step"] == 1
     with pytest.raises(Exception, match="max_minutes must be > 0"):
         resolve_run(tiny(**{"train.max_minutes": 0}))
+
+
+def test_cosine_decay_fitted_to_the_time_budget(tmp_path):
+    """schedule cosine with total_steps 0: at the end of the warmup the trainer fixes T
+    from its measured speed and train.max_minutes (one "schedule" event), every later lr
+    is cosine_lr with that T, and a resumed run keeps the saved T instead of refitting."""
+    from seqlab.train.schedules import CosineConfig, cosine_lr
+
+    over = {
+        "schedule.name": "cosine", "schedule.warmup": 10, "schedule.total_steps": 0,
+        "train.max_minutes": 30, "train.max_steps": 10, "train.log_every": 1,
+    }  # fmt: skip
+    cfg = resolve_run(tiny(**over))
+    Trainer(cfg, tmp_path / "run", quiet=True).fit()
+    Trainer.resume(tmp_path / "run", ["train.max_steps=20"], quiet=True).fit()
+    events = [json.loads(x) for x in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
+    fitted = [e for e in events if e["event"] == "schedule"]
+    assert len(fitted) == 1 and fitted[0]["step"] == 9
+    T = fitted[0]["total_steps"]
+    s = fitted[0]["s_per_step"]  # T = 9 + (budget left) / s, and < 100 s were spent
+    assert 9 + int((30 * 60 - 100) / s) <= T <= 9 + int(30 * 60 / s)
+    curve = CosineConfig(warmup=10, total_steps=T)
+    lrs = {e["step"]: e["lr"] for e in events if e["event"] == "train"}
+    assert sorted(lrs) == list(range(1, 21))
+    for step, lr in lrs.items():
+        assert lr == pytest.approx(cosine_lr(step, 3.0e-3, curve), rel=1e-12), step
+
+    with pytest.raises(SeqlabError, match="train.max_minutes"):
+        Trainer(resolve_run(tiny(**{**over, "train.max_minutes": None})), None, quiet=True)
