@@ -1,0 +1,117 @@
+"""Round-robin timing, the matmul peak and peak memory for ``benchmarks/peers.py``.
+
+Method (../shared/docs/PEERS.md): every variant of a comparison lives in one process and is
+timed round-robin — repetition r of every variant runs before repetition r + 1 of any —
+so drift of the machine hits all of them alike; warm-up repetitions run first, one variant
+after the other, and are not timed. A repetition returns its amount of work (tokens,
+sentences, FLOPs); the result is the median of the per-repetition rates and the
+coefficient of variation cv = stdev / mean of the repetition times.
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import torch
+
+from seqlab.inspect.measure import peak_rss_mib, reset_peak_rss
+
+Rep = Callable[[], float]  # runs one repetition, returns its amount of work
+
+
+@dataclass
+class Timing:
+    """Repetition times (s) and work of one variant, and the peak memory of its warm-up.
+
+    rss_mib: process peak RSS during the warm-up (everything loaded so far included);
+    rss_delta_mib: that peak minus the resident size when the warm-up started.
+    """
+
+    name: str
+    seconds: list[float] = field(default_factory=list)
+    work: list[float] = field(default_factory=list)
+    rss_mib: float = float("nan")
+    rss_delta_mib: float = float("nan")
+
+    @property
+    def median_s(self) -> float:
+        return statistics.median(self.seconds)
+
+    @property
+    def rate(self) -> float:
+        """Median over repetitions of work / second."""
+        return statistics.median(w / s for w, s in zip(self.work, self.seconds))
+
+    @property
+    def cv(self) -> float:
+        if len(self.seconds) < 2:
+            return 0.0
+        return statistics.stdev(self.seconds) / statistics.mean(self.seconds)
+
+
+def current_rss_mib() -> float:
+    """Resident set size now (``VmRSS``), MiB; NaN where /proc is missing."""
+    status = Path("/proc/self/status")
+    if status.is_file():
+        for line in status.read_text().splitlines():
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024.0
+    return float("nan")
+
+
+def round_robin(
+    variants: dict[str, Rep],
+    reps: int,
+    warmup: int = 1,
+    log: Callable[[str], None] = lambda line: None,
+) -> dict[str, Timing]:
+    """Warm each variant up (peak RSS recorded), then time ``reps`` rounds round-robin."""
+    out = {name: Timing(name) for name in variants}
+    for name, run in variants.items():
+        reset_peak_rss()
+        base = current_rss_mib()
+        for _ in range(warmup):
+            run()
+        out[name].rss_mib = peak_rss_mib()
+        out[name].rss_delta_mib = out[name].rss_mib - base
+    for r in range(reps):
+        for name, run in variants.items():
+            t0 = time.perf_counter()
+            work = run()
+            out[name].seconds.append(time.perf_counter() - t0)
+            out[name].work.append(float(work))
+        log(
+            f"  rep {r + 1}/{reps}: "
+            + ", ".join(f"{n} {t.seconds[-1]:.2f}s" for n, t in out.items())
+        )
+    return out
+
+
+def matmul_rep(n: int, dtype: torch.dtype, inner: int) -> Rep:
+    """One repetition of ``inner`` (n × n) @ (n × n) products in ``dtype``; work = FLOPs."""
+    g = torch.Generator().manual_seed(0)
+    a = torch.randn(n, n, generator=g).to(dtype)
+    b = torch.randn(n, n, generator=g).to(dtype)
+    c = torch.empty(n, n, dtype=dtype)
+
+    def run() -> float:
+        for _ in range(inner):
+            torch.matmul(a, b, out=c)
+        return 2.0 * n**3 * inner
+
+    return run
+
+
+def matmul_peak(
+    n: int = 2048, reps: int = 5, inner: int = 4, log: Callable[[str], None] = lambda s: None
+) -> dict[str, Timing]:
+    """fp32 and bf16 GEMM FLOP/s of this process (the MFU denominators), round-robin."""
+    variants = {
+        "fp32": matmul_rep(n, torch.float32, inner),
+        "bf16": matmul_rep(n, torch.bfloat16, inner),
+    }
+    return round_robin(variants, reps, warmup=1, log=log)
