@@ -6,6 +6,8 @@ writing its JSON record and PNG figures (docs/inspect.md).
     seqlab inspect complexity [--out DIR] [--quick] [--families rnn,rnn_attention,transformer]
     seqlab inspect positional [--out DIR] [--d-model D] [--positions P] [--offsets 1,5,50]
     seqlab inspect attention-speed [--out DIR] [--lengths 16,64,256] [--width D] [--batch B]
+    seqlab inspect trace CHECKPOINT [INPUT ...] [--out DIR] [--png] [--beam K] [--split S]
+        [--seed S]      (attention / copy gate / coverage / pointer gate / NTM memory records)
 
 ``benchmarks/complexity.py`` runs the same sweep as ``inspect complexity`` and also writes
 its section of docs/results.md.
@@ -133,6 +135,19 @@ def _cmd_attention_speed(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_trace(args: argparse.Namespace) -> int:
+    from seqlab import api
+    from seqlab.inspect import traces
+
+    loaded = api.load(args.checkpoint)
+    records = traces.trace(loaded, args.items, beam=args.beam, split=args.split, seed=args.seed)
+    for i, record in enumerate(records):
+        files = traces.save(record, Path(args.out) / f"trace-{i}", png=args.png)
+        print(f"trace-{i}: {record.describe()}")
+        print("  wrote " + ", ".join(str(f) for f in files))
+    return 0
+
+
 def add_commands(sub: Any) -> None:
     p = sub.add_parser("inspect", help="gradient flow, complexity and other measured claims")
     inspect = p.add_subparsers(dest="inspect_command", metavar="EXPERIMENT", required=True)
@@ -168,3 +183,21 @@ def add_commands(sub: Any) -> None:
     a.add_argument("--batch", type=int, default=8)
     a.add_argument("--repeats", type=int, default=5, help="timings per point (median)")
     a.set_defaults(func=_cmd_attention_speed)
+
+    t = inspect.add_parser(
+        "trace", help="attention, copy gate, coverage, NTM memory of a checkpoint as npz + JSON"
+    )
+    t.add_argument("checkpoint", help="run directory or checkpoint")
+    t.add_argument(
+        "items",
+        nargs="*",
+        metavar="INPUT",
+        help="sentences (translation, copy_translation, lm), sequence lengths (ntm) or "
+        "scene indices (caption)",
+    )
+    t.add_argument("--out", default=DEFAULT_OUT, help=f"output folder (default {DEFAULT_OUT})")
+    t.add_argument("--png", action="store_true", help="also write the heatmaps")
+    t.add_argument("--beam", type=int, default=1, help="beam width (1 = greedy)")
+    t.add_argument("--split", default="test", help="caption: split of the scene indices")
+    t.add_argument("--seed", type=int, default=0, help="ntm: which random example")
+    t.set_defaults(func=_cmd_trace)

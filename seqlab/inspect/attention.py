@@ -9,11 +9,14 @@ every figure says so.
 
 from __future__ import annotations
 
+import textwrap
 from collections.abc import Sequence
 from pathlib import Path
 
 import torch
 from torch import Tensor
+
+from seqlab.inspect.figures import figure, save_png
 
 CAPTION = "attention weights (rows sum to 1); not a word alignment"
 
@@ -36,18 +39,17 @@ def plot_attention(
     path: str | Path,
     title: str = "",
     max_panels: int = 32,
+    caption: str = CAPTION,
+    vmax: float | None = 1.0,
 ) -> Path:
     """Write a PNG with one heatmap per (layer, head): rows = target, columns = source.
+    ``caption`` says what the cells are; ``vmax`` None scales the colours to the maximum
+    (for sums such as coverage, which exceed 1).
 
     Shapes:
         weights: (T, S), (H, T, S) or (L, H, T, S) with T = len(tgt_labels),
                  S = len(src_labels)
     """
-    import matplotlib
-
-    matplotlib.use("Agg", force=False)
-    from matplotlib.figure import Figure
-
     grid = as_grid(weights.detach().float().cpu())  # (L, H, T, S)
     L, H, T, S = grid.shape
     if (len(tgt_labels), len(src_labels)) != (T, S):
@@ -61,22 +63,18 @@ def plot_attention(
     cell = 0.28
     w = max(3.0, cell * S + 1.5) * cols
     h = max(2.5, cell * T + 1.2) * rows + 0.4
-    fig = Figure(figsize=(w, h), dpi=100)
+    fig = figure(w, h)
+    top = max(float(grid.max()), 1e-12) if vmax is None else vmax
     for k, (layer, head) in enumerate(panels):
         ax = fig.add_subplot(rows, cols, k + 1)
-        ax.imshow(grid[layer, head].numpy(), cmap="viridis", vmin=0.0, vmax=1.0, aspect="auto")
+        ax.imshow(grid[layer, head].numpy(), cmap="viridis", vmin=0.0, vmax=top, aspect="auto")
         ax.set_xticks(range(S), list(src_labels), rotation=90, fontsize=7)
         ax.set_yticks(range(T), list(tgt_labels), fontsize=7)
         if L * H > 1:
             ax.set_title(f"layer {layer + 1}, head {head + 1}", fontsize=8)
-    fig.suptitle(f"{title} — {CAPTION}" if title else CAPTION, fontsize=9)
-    fig.tight_layout()
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
-    fig.savefig(tmp, format="png")
-    tmp.replace(path)  # atomic: a reader never sees half a PNG
-    return path
+    text = f"{title} — {caption}" if title else caption
+    fig.suptitle(textwrap.fill(text, max(30, int(w * 14))), fontsize=9)  # fits the width
+    return save_png(fig, path)  # atomic: a reader never sees half a PNG
 
 
 def head_average(weights: Tensor) -> Tensor:

@@ -35,8 +35,9 @@ def save_png(fig: Any, path: str | Path) -> Path:
     return path
 
 
-def write_json(path: str | Path, record: Mapping[str, Any]) -> Path:
-    """Write ``record`` as indented JSON (NaN/inf become null: JSON has no such numbers)."""
+def write_json(path: str | Path, record: Mapping[str, Any], ensure_ascii: bool = True) -> Path:
+    """Write ``record`` as indented JSON (NaN/inf become null: JSON has no such numbers);
+    ``ensure_ascii=False`` keeps non-ASCII text (subword marks, umlauts) readable."""
 
     def clean(v: Any) -> Any:
         if isinstance(v, float) and not math.isfinite(v):
@@ -50,7 +51,9 @@ def write_json(path: str | Path, record: Mapping[str, Any]) -> Path:
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(json.dumps(clean(record), indent=1) + "\n", encoding="utf-8")
+    tmp.write_text(
+        json.dumps(clean(record), indent=1, ensure_ascii=ensure_ascii) + "\n", encoding="utf-8"
+    )
     tmp.replace(path)
     return path
 

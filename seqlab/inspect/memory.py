@@ -1,7 +1,7 @@
 """Memory traces of a Neural Turing Machine: where each head reads and writes, step by step.
 
     trace = memory_trace(model, batch)        # one example: inputs, targets, outputs, w_t
-    save_trace(trace, "runs/x/copy-20")        # copy-20.npz (arrays) + copy-20.json (summary)
+    save_trace(trace, "runs/x/copy-20")        # copy-20.npz + copy-20.json (a trace record)
     plot_memory(trace, "docs/figures/ntm-copy.png", title="copy, length 20")
 
 The figure follows Graves et al. 2014 Figure 6: inputs and targets/outputs over time, then
@@ -13,7 +13,6 @@ output phase. Models without memory (the LSTM baseline) get the first panels onl
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
@@ -22,22 +21,40 @@ import torch
 from torch import nn
 
 from seqlab.data.algorithmic_bits import BitsBatch
+from seqlab.inspect.figures import save_png
+from seqlab.inspect.trace_format import Trace, write_trace
+from seqlab.models.ntm import NTM
 
-__all__ = ["memory_trace", "plot_memory", "save_trace"]
+__all__ = ["memory_trace", "ntm_record", "plot_memory", "save_trace"]
+
+# name → (axes, meaning) of every array memory_trace can return
+ARRAYS = {
+    "x": (("time", "channel"), "inputs x_t (input phase, then delimiter / queries)"),
+    "y": (("time", "bit"), "targets y_t (scored only where mask)"),
+    "mask": (("time",), "True on the output phase (the steps the loss scores)"),
+    "outputs": (("time", "bit"), "σ(logits_t): the model's bit probabilities"),
+    "read_weights": (("time", "head", "location"), "w_t(i) of each read head; Σ_i = 1"),
+    "write_weights": (("time", "head", "location"), "w_t(i) of each write head; Σ_i = 1"),
+    "memory": (("time", "location", "width"), "M_t after step t's write (eq. 3–4)"),
+}
 
 
 @torch.no_grad()
-def memory_trace(model: nn.Module, batch: BitsBatch, index: int = 0) -> dict[str, np.ndarray]:
+def memory_trace(
+    model: nn.Module, batch: BitsBatch, index: int = 0, memory: bool = False
+) -> dict[str, np.ndarray]:
     """Run ``model`` on ``batch`` and keep example ``index``.
 
     Returns arrays (T steps of the example, padding removed):
         x (T, D_in), y (T, D_out), mask (T,), outputs σ(logits) (T, D_out),
-        and for the NTM read_weights (T, H_r, N), write_weights (T, H_w, N).
+        and for the NTM read_weights (T, H_r, N), write_weights (T, H_w, N) and, with
+        ``memory``, the memory M_t after every step (T, N, W).
     """
     was_training = model.training
     model.eval()
     device = next(model.parameters()).device
-    out = model(batch.x.to(device))
+    x = batch.x.to(device)  # (B, T, D_in)
+    out = model(x, trace_memory=True) if memory and isinstance(model, NTM) else model(x)
     model.train(was_training)
     mask = batch.mask[index]  # (T,)
     T = int(mask.nonzero().max()) + 1 if mask.any() else mask.shape[0]  # drop end padding
@@ -47,10 +64,10 @@ def memory_trace(model: nn.Module, batch: BitsBatch, index: int = 0) -> dict[str
         "mask": mask[:T].numpy(),
         "outputs": torch.sigmoid(out.logits[index, :T].float()).cpu().numpy(),
     }
-    for name in ("read_weights", "write_weights"):
+    for name in ("read_weights", "write_weights", "memory"):
         w = getattr(out, name, None)
         if w is not None:
-            trace[name] = w[index, :T].float().cpu().numpy()  # (T, H, N)
+            trace[name] = w[index, :T].float().cpu().numpy()  # (T, H, N) | (T, N, W)
     return trace
 
 
@@ -78,13 +95,21 @@ def summary(trace: dict[str, np.ndarray]) -> dict[str, Any]:
     return info
 
 
-def save_trace(trace: dict[str, np.ndarray], stem: str | Path) -> tuple[Path, Path]:
-    """Write ``<stem>.npz`` (every array) and ``<stem>.json`` (:func:`summary`)."""
-    stem = Path(stem)
-    stem.parent.mkdir(parents=True, exist_ok=True)
-    npz, js = stem.with_suffix(".npz"), stem.with_suffix(".json")
-    np.savez_compressed(npz, **trace)
-    js.write_text(json.dumps(summary(trace), indent=1) + "\n", encoding="utf-8")
+def ntm_record(trace: dict[str, np.ndarray], **fields: Any) -> Trace:
+    """The arrays of :func:`memory_trace` as a trace record (``kind="ntm"``) with
+    :func:`summary` as ``info["summary"]``; ``fields``: model, task, checkpoint, step, info."""
+    info = {**fields.pop("info", {}), "summary": summary(trace)}
+    record = Trace("ntm", info=info, **fields)
+    for name, value in trace.items():
+        axes, meaning = ARRAYS[name]
+        record.add(name, value, axes, meaning)
+    return record
+
+
+def save_trace(trace: dict[str, np.ndarray], stem: str | Path, **fields: Any) -> tuple[Path, Path]:
+    """Write the trace record of :func:`ntm_record` to ``<stem>.npz`` and ``<stem>.json``
+    (``seqlab.inspect.trace_format``); returns (npz, json)."""
+    js, npz = write_trace(ntm_record(trace, **fields), stem)
     return npz, js
 
 
@@ -130,8 +155,4 @@ def plot_memory(trace: dict[str, np.ndarray], path: str | Path, title: str = "")
     axes[-1].set_xlabel("time step t")
     if title:
         fig.suptitle(title, fontsize=10)
-    fig.tight_layout()
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=100)
-    return path
+    return save_png(fig, path)

@@ -115,7 +115,7 @@ class LMTask(LMInference, Task):
     """Word- or character-level language modelling with truncated BPTT."""
 
     pad_id = PAD_ID
-    inference_methods = ("generate", "score")
+    inference_methods = ("generate", "score", "explain")
 
     def prepare(self, tokenizer_state: dict[str, Any] | None = None) -> None:
         self._corpus: LMCorpus | None = None

@@ -118,6 +118,14 @@ class LMInference:
         shown = [p if i != UNK_ID else f"{p}→<unk>" for p, i in zip(pieces, ids)]
         return ids, shown
 
+    def sentence_ids(self, text: str) -> tuple[list[int], list[str]]:
+        """The tokens a scored text predicts: its ids and pieces, for a word model with
+        ⟨/s⟩ appended (a sentence's probability includes that it ends)."""
+        ids, shown = self.text_ids(text, "text")
+        if not self.is_char:
+            ids, shown = [*ids, EOS_ID], [*shown, EOS]
+        return ids, shown
+
     def render(self, ids: list[int]) -> str:
         """Text of generated ids: characters joined; words joined by spaces with ⟨/s⟩ as a
         line break and ⟨unk⟩ written ``<unk>``."""
@@ -186,9 +194,7 @@ class LMInference:
     @torch.no_grad()
     def score(self, model: nn.Module, text: str) -> SentenceScore:
         """log P(text) and p of every token, read after the boundary token (module doc)."""
-        ids, shown = self.text_ids(text, "text")
-        if not self.is_char:
-            ids, shown = [*ids, EOS_ID], [*shown, EOS]
+        ids, shown = self.sentence_ids(text)
         was_training = model.training
         model.eval()
         device = next(model.parameters()).device
@@ -203,3 +209,38 @@ class LMInference:
         values = log_p.tolist()
         tokens = [TokenScore(s, math.exp(v), v) for s, v in zip(shown, values)]
         return SentenceScore(text, float(log_p.sum()), tokens)
+
+    @torch.no_grad()
+    def explain(self, model: nn.Module, text: str) -> dict[str, Any]:
+        """What a pointer-mixing LM computed for each token of ``text`` (read after the
+        boundary, as :meth:`score`): the sentinel gate g and the pointer weights a_i over
+        the tokens read so far (Merity et al. 2016, eq. 4–7; ``extras`` of the forward).
+
+        Returns {"input": pieces read (boundary first), "target": pieces predicted,
+        "log_p": (T,), "gate": g (T,), "pointer": a (T, T) (row t over the inputs 0 … t;
+        row sum = 1 − g_t)}. Raises SeqlabError for a model without a pointer gate.
+        """
+        ids, shown = self.sentence_ids(text)
+        was_training = model.training
+        model.eval()
+        device = next(model.parameters()).device
+        x = torch.tensor([[self.boundary_id(), *ids[:-1]]], dtype=torch.long, device=device)
+        try:
+            out = model(x, None)  # logits (1, T, V)
+        finally:
+            model.train(was_training)
+        if "gate" not in out.extras or "pointer" not in out.extras:
+            raise SeqlabError(
+                f"{type(model).__name__} has no pointer gate to explain (a pointer_sentinel "
+                "model has one); use score for per-token probabilities"
+            )
+        T = x.shape[1]
+        log_p = torch.log_softmax(out.logits[0].float(), dim=-1)  # (T, V)
+        boundary = self.tokenizer.vocab.id_to_token(self.boundary_id())
+        return {
+            "input": [boundary, *shown[:-1]],
+            "target": shown,
+            "log_p": log_p.gather(1, torch.tensor(ids, device=device)[:, None])[:, 0].cpu(),
+            "gate": out.extras["gate"][0].float().cpu(),  # (T,)
+            "pointer": out.extras["pointer"][0, :, -T:].float().cpu(),  # (T, T) this text only
+        }

@@ -196,10 +196,13 @@ class NTMTask(Task):
         return out
 
     @torch.no_grad()
-    def trace(self, model: nn.Module, length: int, seed: int = 0) -> dict[str, np.ndarray]:
+    def trace(
+        self, model: nn.Module, length: int, seed: int = 0, memory: bool = False
+    ) -> dict[str, np.ndarray]:
         """One example of ``length`` run through ``model``: inputs, targets, outputs,
-        mask and (NTM) read/write weightings — ``seqlab.inspect.memory.memory_trace``."""
+        mask, (NTM) read/write weightings and with ``memory`` the memory M_t of every
+        step — ``seqlab.inspect.memory.memory_trace``."""
         from seqlab.inspect.memory import memory_trace
 
         rng = np.random.default_rng([self.cfg.data_seed, 3, int(length), int(seed)])
-        return memory_trace(model, generate(self.bits, rng, 1, int(length)))
+        return memory_trace(model, generate(self.bits, rng, 1, int(length)), memory=memory)

@@ -233,7 +233,7 @@ def test_train_load_evaluate_trace_and_plot(tmp_path):
     assert trace["x"].shape == (9, 4) and trace["write_weights"].shape == (9, 1, 8)
     npz, js = save_trace(trace, tmp_path / "trace" / "copy-4")
     assert set(np.load(npz).files) == set(trace)
-    info = json.loads(js.read_text())
+    info = json.loads(js.read_text())["info"]["summary"]
     assert info["output_steps"] == 4 and len(info["write_weights"][0]["argmax"]) == 9
     png = plot_memory(trace, tmp_path / "copy.png", title="copy")
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
