@@ -9,6 +9,7 @@ installed here when missing (CI runs as root on a fresh machine).
 from __future__ import annotations
 
 import contextlib
+import os
 import shutil
 import socket
 import subprocess
@@ -51,6 +52,8 @@ def _install_chromium() -> str | None:
 def browser():
     why = _install_chromium()
     if why is not None:
+        if os.environ.get("SEQLAB_REQUIRE_BROWSER"):  # set by .ci/run: CI must run it
+            pytest.fail(f"SEQLAB_REQUIRE_BROWSER is set but {why}")
         pytest.skip(f"cannot run the browser test: {why}")
     from playwright.sync_api import sync_playwright
 
