@@ -11,13 +11,16 @@ finished set) is separate from it. docs/decoding.md states the rules; in short:
   search, token for token.
 - Finished hypotheses are ranked by score(Y) = log P(Y) / lp(Y), lp(Y) = ((5+|Y|)/6)^α;
   each input keeps its n_best best (ties: the earlier found stays ahead).
+- Each input b has its own limit L_b (``max_len``: one int for all, or (B,) per input,
+  e.g. translation's ⌊a·|x| + b⌋); the loop runs to max_b L_b.
 - Stop rule, per input b: stop when b has n_best finished hypotheses and no live one can
   beat the worst of them, i.e. max_h bound(s_h) ≤ worst kept score, with
-  bound(s) = max(s / lp(t+1), s / lp(max_len)) (``best_possible_score``: for α > 0 the
-  penalty still grows, so a live hypothesis can rise to s / lp(max_len)). At max_len the
+  bound(s) = max(s / lp(t+1), s / lp(L_b)) (``best_possible_score``: for α > 0 the
+  penalty still grows, so a live hypothesis can rise to s / lp(L_b)). At t = L_b the
   live hypotheses are finalised as they are (no EOS). The rule is exact: stopping never
-  changes the result of running every input to max_len (``stop_early=False``, tested),
-  and n_best never changes the 1-best.
+  changes the result of running every input to its limit (``stop_early=False``, tested),
+  and n_best never changes the 1-best. An input's result is the one it gets decoded
+  alone with max_len = L_b (tested).
 """
 
 from __future__ import annotations
@@ -28,7 +31,7 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from seqlab.decode.greedy import check_lengths
+from seqlab.decode.greedy import MaxLen, limit_meta, row_limits
 from seqlab.decode.scoring import (
     GNMT_FORMULA,
     best_possible_score,
@@ -42,7 +45,8 @@ from seqlab.registry import SEARCHES
 STOP_RULE = (
     "per input: stop when it has n_best finished hypotheses and "
     "max_live max(s/lp(t+1), s/lp(max_len)) <= its worst kept score (s = raw log P of a "
-    "live hypothesis after t tokens); else at max_len, finalising live hypotheses as-is"
+    "live hypothesis after t tokens, max_len = the input's own limit); else at its "
+    "max_len, finalising live hypotheses as-is"
 )
 
 
@@ -194,7 +198,7 @@ def beam_search(
     batch_size: int,
     bos_id: int,
     eos_id: int,
-    max_len: int,
+    max_len: MaxLen,
     beam_size: int = 4,
     n_best: int = 1,
     alpha: float = 0.0,
@@ -208,24 +212,30 @@ def beam_search(
     The state is expanded once to B·K rows (``repeat_rows``) and reordered after every
     step to the surviving hypotheses (``reorder_state``). Only slot 0 of each input is
     live at t = 1 (the others start at log P = −∞), so no hypothesis is found twice.
-    ``min_len``: EOS is forbidden at steps t ≤ min_len. ``stop_early=False`` runs every
-    input to max_len (same result, slower: the stop rule is exact). See the module
-    docstring and docs/decoding.md for the selection and stop rules.
+    ``max_len``: an int for every input, or a (B,) tensor of per-input limits L_b; input
+    b is finalised at t = L_b, exactly as if decoded alone with max_len = L_b, and the
+    loop runs to max_b L_b (a finished input keeps its rows: the shape stays B·K).
+    ``min_len``: EOS is forbidden at steps t ≤ min_len (≤ every L_b).
+    ``stop_early=False`` runs every input to its limit (same result, slower: the stop
+    rule is exact). See the module docstring and docs/decoding.md for the selection and
+    stop rules.
 
     Deviations: no coverage penalty (GNMT's cp); candidates are ranked by raw log P, the
     penalty only ranks finished hypotheses (as GNMT, fairseq, OpenNMT-py).
 
     Shapes:
         state:   from the model's ``init_state``, batch B = ``batch_size``
+        max_len: int, or (B,) long
         returns: DecodeResult with tokens (B, N, T), lengths (B, N) (EOS counted),
                  scores = log P / lp (B, N) sorted best first, log_probs = log P (B, N);
                  N = ``n_best`` ≤ K
     """
-    check_lengths(max_len, min_len)
     if beam_size < 1 or not 1 <= n_best <= beam_size:
         raise ValueError(f"need 1 <= n_best <= beam_size, got {n_best=} {beam_size=}")
     B, K, N = batch_size, beam_size, n_best
     device = state_device(state)
+    limit = row_limits(max_len, min_len, B, device)  # (B,) L_b
+    limit_steps = set(limit.tolist())  # the steps t at which some input reaches its limit
     state = repeat_rows(state, B, K, device)  # batch B·K, row b·K + k = input b, slot k
     row_start = torch.arange(B, device=device)[:, None] * K  # (B, 1)
     y_prev = torch.full((B * K,), bos_id, dtype=torch.long, device=device)  # (B·K,)
@@ -235,7 +245,7 @@ def beam_search(
     finished: Finished | None = None
     done = torch.zeros(B, dtype=torch.bool, device=device)  # (B,)
     t = 0
-    for t in range(1, max_len + 1):
+    for t in range(1, int(limit.max()) + 1):
         logits, state = decoder.step(y_prev, state)  # (B·K, V)
         log_p = step_log_probs(logits)  # (B·K, V)
         if t <= min_len:
@@ -257,20 +267,21 @@ def beam_search(
         live_beam = cand.beam.gather(1, cand.live)  # (B, K)
         live_token = cand.token.gather(1, cand.live)  # (B, K)
         history.push(live_token, live_beam)
-        if t == max_len:  # finalise the live hypotheses as they are, without EOS
-            keep = torch.isfinite(live_log_prob) & open_rows  # (B, K)
+        if t in limit_steps:  # finalise the live hypotheses of inputs at their limit as-is
+            at_limit = limit == t  # (B,)
+            keep = torch.isfinite(live_log_prob) & open_rows & at_limit[:, None]  # (B, K)
             finished = finished.add(live_log_prob, t, live_token, live_beam, keep, alpha)
-            break
+            done = done | at_limit  # (B,)
         if stop_early:
             best_live = live_log_prob.max(dim=1).values  # (B,)
-            bound = best_possible_score(best_live, t, max_len, alpha)  # (B,)
+            bound = best_possible_score(best_live, t, limit, alpha)  # (B,)
             done = done | finished.cannot_improve(bound)  # (B,)
-            if bool(done.all()):
-                break
+        if bool(done.all()):
+            break
         state = reorder_state(state, (row_start + live_beam).view(-1))  # batch B·K
         y_prev = live_token.view(-1)  # (B·K,)
 
-    assert finished is not None  # max_len >= 1
+    assert finished is not None  # every limit >= 1
     tokens = history.backtrace(finished, pad_id)  # (B, N, T)
     lengths = finished.length.masked_fill(~finished.valid, 0)  # (B, N)
     meta = {
@@ -278,7 +289,7 @@ def beam_search(
         "beam_size": K,
         "n_best": N,
         "alpha": alpha,
-        "max_len": max_len,
+        "max_len": limit_meta(max_len),
         "min_len": min_len,
         "bos_id": bos_id,
         "eos_id": eos_id,

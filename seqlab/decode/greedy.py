@@ -22,12 +22,41 @@ from seqlab.registry import SEARCHES
 # Picks one token per row from the step's log-probabilities: (B, V) -> (B,) long.
 Chooser = Callable[[Tensor], Tensor]
 
+# A length limit: one int for every row, or one per row, (B,) long.
+MaxLen = int | Tensor
 
-def check_lengths(max_len: int, min_len: int) -> None:
-    if max_len < 1:
-        raise ValueError(f"max_len must be >= 1, got {max_len}")
-    if not 0 <= min_len <= max_len:
-        raise ValueError(f"min_len must be in [0, max_len] = [0, {max_len}], got {min_len}")
+
+def check_lengths(max_len: MaxLen, min_len: int) -> None:
+    """1 ≤ every row's max_len, 0 ≤ min_len ≤ the smallest of them."""
+    smallest = int(max_len.min()) if isinstance(max_len, Tensor) else max_len
+    if smallest < 1:
+        raise ValueError(f"max_len must be >= 1 for every row, got {smallest}")
+    if not 0 <= min_len <= smallest:
+        raise ValueError(f"min_len must be in [0, max_len] = [0, {smallest}], got {min_len}")
+
+
+def row_limits(max_len: MaxLen, min_len: int, batch_size: int, device: torch.device) -> Tensor:
+    """Each row's limit on generated tokens (EOS counted), checked.
+
+    An int applies to every row; a (B,) tensor gives row b its own limit max_len[b]
+    (translation's ⌊a·|x| + b⌋, so sentences of any length share one search).
+
+    Shapes: max_len int or (B,) long -> (B,) long on ``device``
+    """
+    check_lengths(max_len, min_len)
+    if not isinstance(max_len, Tensor):
+        return torch.full((batch_size,), max_len, dtype=torch.long, device=device)  # (B,)
+    if max_len.shape != (batch_size,) or max_len.dtype.is_floating_point:
+        raise ValueError(
+            f"a per-row max_len must be a ({batch_size},) integer tensor, "
+            f"got shape {tuple(max_len.shape)} dtype {max_len.dtype}"
+        )
+    return max_len.to(device=device, dtype=torch.long)  # (B,)
+
+
+def limit_meta(max_len: MaxLen) -> int | list[int]:
+    """``max_len`` as the result's ``meta`` records it: the int, or the per-row list."""
+    return max_len.tolist() if isinstance(max_len, Tensor) else max_len
 
 
 @torch.no_grad()
@@ -37,32 +66,36 @@ def decode_one_per_row(
     batch_size: int,
     bos_id: int,
     eos_id: int,
-    max_len: int,
+    max_len: MaxLen,
     choose: Chooser,
     min_len: int = 0,
     pad_id: int = 0,
 ) -> tuple[Tensor, Tensor, Tensor]:
     """Left-to-right decoding of one hypothesis per row, the next token from ``choose``.
 
-    Step t = 1 … max_len: log p_t = log_softmax(step(y_{t−1}, state)) with y_0 = BOS; for
-    t ≤ min_len EOS gets log p = −∞ (not renormalised); y_t = choose(log p_t). A row that
-    has emitted EOS is finished: later positions hold ``pad_id`` and add nothing to its
-    length or log-probability (the decoder still runs on it, fed EOS, so the batch keeps
-    its shape). Decoding stops when every row is finished or at max_len.
+    Step t = 1 … max_b L_b, with L_b = row b's limit (``max_len``: an int for every row,
+    or (B,) per row): log p_t = log_softmax(step(y_{t−1}, state)) with y_0 = BOS; for
+    t ≤ min_len EOS gets log p = −∞ (not renormalised); y_t = choose(log p_t). A row is
+    finished once it has emitted EOS or reached t = L_b (then |Y| = L_b, no EOS): later
+    positions hold ``pad_id`` and add nothing to its length or log-probability (the
+    decoder still runs on it, fed EOS, so the batch keeps its shape). Decoding stops when
+    every row is finished. Row b's result is what decoding it alone with max_len = L_b
+    gives.
 
     Shapes:
-        returns: tokens (B, T) long, T ≤ max_len; lengths (B,) long (EOS counted);
+        max_len: int, or (B,) long
+        returns: tokens (B, T) long, T ≤ max_b L_b; lengths (B,) long (EOS counted);
                  log P(Y) (B,) float
     """
-    check_lengths(max_len, min_len)
     device = state_device(state)
     B = batch_size
+    limit = row_limits(max_len, min_len, B, device)  # (B,)
     y_prev = torch.full((B,), bos_id, dtype=torch.long, device=device)  # (B,)
     finished = torch.zeros(B, dtype=torch.bool, device=device)  # (B,)
     lengths = torch.zeros(B, dtype=torch.long, device=device)  # (B,)
     log_prob: Tensor | None = None
     tokens: list[Tensor] = []
-    for t in range(1, max_len + 1):
+    for t in range(1, int(limit.max()) + 1):
         logits, state = decoder.step(y_prev, state)  # (B, V)
         log_p = step_log_probs(logits)  # (B, V)
         if t <= min_len:
@@ -73,12 +106,12 @@ def decode_one_per_row(
         log_p_t = log_p_t.masked_fill(finished, 0.0)  # (B,)
         log_prob = log_p_t if log_prob is None else log_prob + log_p_t  # (B,)
         lengths = lengths + (~finished).long()  # (B,)
-        finished = finished | (y_t == eos_id)  # (B,)
+        finished = finished | (y_t == eos_id) | (limit <= t)  # (B,)
         tokens.append(y_t)
         if bool(finished.all()):
             break
         y_prev = y_t.masked_fill(finished, eos_id)  # (B,) a valid id for every decoder
-    assert log_prob is not None  # max_len >= 1
+    assert log_prob is not None  # every limit >= 1
     return torch.stack(tokens, dim=1), lengths, log_prob  # (B, T), (B,), (B,)
 
 
@@ -94,18 +127,21 @@ def greedy(
     batch_size: int,
     bos_id: int,
     eos_id: int,
-    max_len: int,
+    max_len: MaxLen,
     min_len: int = 0,
     pad_id: int = 0,
 ) -> DecodeResult:
     """Greedy search: ŷ_t = argmax_y log p(y | ŷ_<t, x), t = 1 … until EOS or max_len.
 
-    ``min_len``: EOS is forbidden at steps t ≤ min_len, so a finished hypothesis has at
-    least min_len tokens before its EOS. Finished rows stop changing (``pad_id`` after
-    EOS); the loop ends as soon as every row has emitted EOS.
+    ``max_len``: an int for every row, or a (B,) tensor of per-row limits (row b gives
+    what it gives decoded alone with max_len[b]). ``min_len``: EOS is forbidden at steps
+    t ≤ min_len, so a finished hypothesis has at least min_len tokens before its EOS.
+    Finished rows stop changing (``pad_id`` after EOS or the row's limit); the loop ends
+    as soon as every row is finished.
 
     Shapes:
         state:   from the model's ``init_state``, batch B = ``batch_size``
+        max_len: int, or (B,) long
         returns: DecodeResult with tokens (B, T), lengths (B,), scores = log_probs =
                  log P(Y) (B,)
     """
@@ -114,7 +150,7 @@ def greedy(
     )
     meta = {
         "search": "greedy",
-        "max_len": max_len,
+        "max_len": limit_meta(max_len),
         "min_len": min_len,
         "bos_id": bos_id,
         "eos_id": eos_id,

@@ -19,7 +19,7 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from seqlab.decode.greedy import argmax_token, decode_one_per_row
+from seqlab.decode.greedy import MaxLen, argmax_token, decode_one_per_row, limit_meta
 from seqlab.decode.state import DecodeResult, StepDecoder
 from seqlab.registry import SEARCHES
 
@@ -92,7 +92,7 @@ def sample(
     batch_size: int,
     bos_id: int,
     eos_id: int,
-    max_len: int,
+    max_len: MaxLen,
     temperature: float = 1.0,
     top_k: int = 0,
     top_p: float = 1.0,
@@ -105,8 +105,10 @@ def sample(
     ``temperature=0`` is argmax (greedy search, identical tokens and scores). With a
     ``generator`` seeded the same way (on the decoder's device) the samples repeat.
     ``min_len``: EOS is forbidden at steps t ≤ min_len (q renormalises without it).
+    ``max_len``: an int for every row, or a (B,) tensor of per-row limits.
 
     Shapes:
+        max_len: int, or (B,) long
         returns: DecodeResult with tokens (B, T), lengths (B,) (EOS counted),
                  scores = log_probs = log P(Y) under the model (B,)
     """
@@ -125,7 +127,7 @@ def sample(
         "temperature": temperature,
         "top_k": top_k,
         "top_p": top_p,
-        "max_len": max_len,
+        "max_len": limit_meta(max_len),
         "min_len": min_len,
         "bos_id": bos_id,
         "eos_id": eos_id,

@@ -65,7 +65,9 @@ def penalised_score(log_prob: Tensor, length: Tensor | int, alpha: float) -> Ten
     return (log_prob / lp).to(log_prob.dtype)  # (...)
 
 
-def best_possible_score(live_log_prob: Tensor, t: int, max_len: int, alpha: float) -> Tensor:
+def best_possible_score(
+    live_log_prob: Tensor, t: int, max_len: int | Tensor, alpha: float
+) -> Tensor:
     """Upper bound on the penalised score of any hypothesis that extends a live one.
 
     A live hypothesis h has t tokens and raw log-probability s_h ≤ 0. Any hypothesis Y
@@ -80,12 +82,15 @@ def best_possible_score(live_log_prob: Tensor, t: int, max_len: int, alpha: floa
     when every later token has probability 1). Taking max(s_h / lp(t+1), s_h / lp(max_len))
     covers every α. A search may stop when this bound cannot beat its worst kept result;
     using lp(t) or lp(t+1) for α > 0 is *not* a bound (OpenNMT-py#1320,
-    huggingface/transformers#20901).
+    huggingface/transformers#20901). ``max_len`` may differ per entry (each input of a
+    beam search has its own limit); lp(t + 1) is then taken at min(t + 1, max_len).
 
-    Shapes: live_log_prob (...) float, −∞ for dead hypotheses -> (...) same dtype
+    Shapes: live_log_prob (...) float, −∞ for dead hypotheses; max_len int or (...) long
+            -> (...) same dtype
     """
-    near = penalised_score(live_log_prob, min(t + 1, max_len), alpha)  # (...)
-    far = penalised_score(live_log_prob, max_len, alpha)  # (...)
+    far_len = torch.as_tensor(max_len, device=live_log_prob.device)  # () or (...)
+    near = penalised_score(live_log_prob, far_len.clamp(max=t + 1), alpha)  # (...)
+    far = penalised_score(live_log_prob, far_len, alpha)  # (...)
     return torch.maximum(near, far)  # (...)
 
 

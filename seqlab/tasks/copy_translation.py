@@ -56,7 +56,7 @@ from seqlab.eval.bleu import corpus_bleu, corpus_chrf
 from seqlab.nn.masks import padding_mask
 from seqlab.registry import TASKS
 from seqlab.tasks.base import LossOutput, Task
-from seqlab.tasks.translation_eval import SearchSettings, length_limit, plan_batches
+from seqlab.tasks.translation_eval import SearchSettings, batch_limits, plan_batches
 
 __all__ = [
     "CopyTranslationConfig",
@@ -180,10 +180,12 @@ def decode_copy(
 ) -> list[tuple[list[int], float]]:
     """Decode each example with greedy (beam 1) or beam search over the extended
     vocabulary; returns, in input order, (extended ids without EOS, mean p_gen of its
-    steps). Batches as ``translation_eval.decode_ids``: longest sources first, one length
-    limit ⌊a·|x| + b⌋ per batch (``plan_batches``).
+    steps). Batches as ``translation_eval.decode_ids``: longest sources first within the
+    token budget (``plan_batches``), each row with its own limit ⌊a·|x| + b⌋
+    (``batch_limits``).
 
-    Shapes (per batch): src, src_ext (B, S); greedy tokens (B, T); beam tokens (B, 1, T).
+    Shapes (per batch): src, src_ext (B, S); per-row max_len (B,); greedy tokens (B, T);
+    beam tokens (B, 1, T).
     """
     device = _device(model)
     out: list[tuple[list[int], float] | None] = [None] * len(examples)
@@ -195,7 +197,7 @@ def decode_copy(
         src, src_ext = src.to(device), src_ext.to(device)  # (B, S)
         src_mask = padding_mask(lengths).to(device)  # (B, S)
         n_oov = max(len(e.oovs) for e in rows)
-        limit = length_limit(n_src[batch[0]], settings.max_len_a, settings.max_len_b)
+        limit = batch_limits([n_src[i] for i in batch], settings).to(device)  # (B,)
         state = model.init_state(model.encode(src, src_mask, src_ext, n_oov), src_mask)
         B = len(batch)
         if settings.beam == 1:

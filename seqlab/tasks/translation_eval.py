@@ -6,10 +6,11 @@ Every search goes through ``seqlab.decode`` (greedy for beam 1 with one hypothes
 
 - The output length limit of a sentence is max_len(x) = ⌊a·|x| + b⌋ generated tokens
   (EOS counted), |x| its source subwords without EOS (fairseq's ``max_len_a/b``).
-- Sentences are sorted by source length (longest first) and batched only with sentences
-  of the same limit, so one search ``max_len`` is exactly every row's own limit: the
+- Sentences are sorted by source length (longest first) and cut into batches of at most
+  ``batch_tokens`` B·K·max(S, max_len) slots (S and max_len of the batch's longest
+  source). Each row gets its own limit (the searches take a (B,) ``max_len``), so the
   translations do not depend on batch size or on which sentences are decoded together
-  (USER-NEEDS §1). Each batch holds at most ``batch_tokens`` B·K·max(S, max_len) slots.
+  (USER-NEEDS §1).
 - Results are written back to the input positions (the sort is undone by index).
 """
 
@@ -18,7 +19,6 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from itertools import groupby
 
 import torch
 from torch import Tensor, nn
@@ -34,6 +34,7 @@ __all__ = [
     "SearchSettings",
     "Translation",
     "attention_records",
+    "batch_limits",
     "decode_ids",
     "length_limit",
     "plan_batches",
@@ -103,19 +104,29 @@ def length_limit(n_src: int, a: float, b: int) -> int:
 
 
 def plan_batches(src_lengths: Sequence[int], settings: SearchSettings) -> list[list[int]]:
-    """Index batches: longest sources first, one length limit per batch, within budget.
+    """Index batches: longest sources first, B·K·max(S, max_len) ≤ ``batch_tokens``.
 
-    Every index appears exactly once; rows of a batch share ``length_limit``.
+    S = |x| + 1 and max_len = ``length_limit`` of the batch's first (longest) source, the
+    largest of the batch. Every index appears exactly once; at least one per batch.
     """
     a, b, K = settings.max_len_a, settings.max_len_b, settings.beam
     order = sorted(range(len(src_lengths)), key=lambda i: (-src_lengths[i], i))
     batches: list[list[int]] = []
-    for limit, members in groupby(order, key=lambda i: length_limit(src_lengths[i], a, b)):
-        group = list(members)
-        width = max(src_lengths[group[0]] + 1, limit)  # +1: the source EOS
+    start = 0
+    while start < len(order):
+        longest = src_lengths[order[start]]
+        width = max(longest + 1, length_limit(longest, a, b))  # +1: the source EOS
         per_batch = max(1, settings.batch_tokens // (K * width))
-        batches.extend(group[s : s + per_batch] for s in range(0, len(group), per_batch))
+        batches.append(order[start : start + per_batch])
+        start += per_batch
     return batches
+
+
+def batch_limits(src_lengths: Sequence[int], settings: SearchSettings) -> Tensor:
+    """Each row's max_len = ``length_limit`` of its source, for the searches' per-row
+    ``max_len``.  (B,) long."""
+    a, b = settings.max_len_a, settings.max_len_b
+    return torch.tensor([length_limit(n, a, b) for n in src_lengths], dtype=torch.long)  # (B,)
 
 
 def _device(model: nn.Module) -> torch.device:
@@ -132,8 +143,8 @@ def decode_ids(
     Returns, per input and in input order, the n-best ``(ids without EOS, score, log P)``
     best first. The model must be in the mode the caller wants (normally ``eval()``).
 
-    Shapes (per batch): src (B, S), src_mask (B, S); greedy tokens (B, T); beam tokens
-    (B, N, T).
+    Shapes (per batch): src (B, S), src_mask (B, S), per-row max_len (B,); greedy tokens
+    (B, T); beam tokens (B, N, T).
     """
     device = _device(model)
     out: list[list[tuple[list[int], float, float]] | None] = [None] * len(sources)
@@ -141,7 +152,7 @@ def decode_ids(
     for batch in plan_batches(n_src, settings):
         src, lengths = pad_batch([sources[i] for i in batch], PAD_ID)  # (B, S), (B,)
         src, src_mask = src.to(device), padding_mask(lengths).to(device)  # (B, S), (B, S)
-        limit = length_limit(n_src[batch[0]], settings.max_len_a, settings.max_len_b)
+        limit = batch_limits([n_src[i] for i in batch], settings).to(device)  # (B,)
         memory = model.encode(src, src_mask)
         state = model.init_state(memory, src_mask)
         B = len(batch)

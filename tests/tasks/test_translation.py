@@ -3,6 +3,7 @@ training, decoding-based evaluation, order restoration, tokenizer restore, CLI."
 
 from __future__ import annotations
 
+import copy
 import io
 import json
 import random
@@ -20,7 +21,13 @@ from seqlab.data.vocab import BOS_ID, EOS_ID, PAD_ID
 from seqlab.errors import DataError
 from seqlab.models.transformer import TransformerConfig, TransformerSeq2Seq
 from seqlab.tasks.translation import TranslationConfig, TranslationTask
-from seqlab.tasks.translation_eval import SearchSettings, length_limit, plan_batches
+from seqlab.tasks.translation_eval import (
+    SearchSettings,
+    batch_limits,
+    decode_ids,
+    length_limit,
+    plan_batches,
+)
 
 LEXICON = {
     "ein": "a",
@@ -300,6 +307,27 @@ def test_decoding_does_not_depend_on_batching(prepared, trained):
     assert len(set(together)) > 3  # distinct outputs, so a permutation would be caught
 
 
+def test_batches_mix_length_limits_and_equal_each_sentence_alone(prepared, trained):
+    """decode_ids batches sentences of different limits ⌊a·|x| + b⌋ together; with the
+    per-row max_len every sentence still gets exactly its own decode (float64 model:
+    ids exact, scores to 1e-6, the float32 precision decode_ids reports). A small limit
+    (a = 0.5, b = 1) cuts most hypotheses, so the limits really bite."""
+    model = copy.deepcopy(trained[0]).double()
+    sources = prepared.ids["test"][0][:16]
+    n_src = [len(s) - 1 for s in sources]
+    for beam, nbest in ((1, 1), (3, 1), (3, 3)):
+        settings = SearchSettings(beam=beam, nbest=nbest, max_len_a=0.5, max_len_b=1)
+        [batch] = plan_batches(n_src, settings)  # one batch of 16 ...
+        assert len(set(batch_limits(n_src, settings).tolist())) > 3  # ... with many limits
+        together = decode_ids(model, sources, settings)
+        for src, got in zip(sources, together):
+            [alone] = decode_ids(model, [src], settings)
+            assert [ids for ids, _, _ in got] == [ids for ids, _, _ in alone]
+            assert [s for _, s, _ in got] == pytest.approx([s for _, s, _ in alone], abs=1e-6)
+        room = [length_limit(n, 0.5, 1) - len(nb[0][0]) for n, nb in zip(n_src, together)]
+        assert min(room) == 0 and max(room) > 0  # cut at the limit, and ended by EOS before
+
+
 @dataclass
 class CopyState:
     src: Tensor  # (B, S)
@@ -336,10 +364,12 @@ def test_order_restored_after_length_sorting(prepared):
     settings = SearchSettings(beam=2, max_len_a=1.0, max_len_b=2, batch_tokens=40)
     lengths = [3, 9, 3, 5, 9, 1, 5]
     batches = plan_batches(lengths, settings)
-    assert sorted(i for b in batches for i in b) == list(range(7))
+    assert [i for b in batches for i in b] == [1, 4, 3, 6, 0, 2, 5]  # longest first, stable
     for b in batches:
-        assert len({length_limit(lengths[i], 1.0, 2) for i in b}) == 1
         assert len(b) * 2 * max(lengths[b[0]] + 1, length_limit(lengths[b[0]], 1.0, 2)) <= 40
+    # rows per batch = 40 // (K · max(S, max_len) of its longest) = 40 // 22, 40 // 14, 40 // 10
+    assert batches == [[1], [4], [3, 6], [0, 2, 5]]
+    assert batch_limits([lengths[i] for i in batches[3]], settings).tolist() == [5, 5, 3]
     [rec] = prepared.translate(copy, sources[:1], beam=1, return_attention=True)
     assert rec.attention is None and rec.text == sources[0]
 
