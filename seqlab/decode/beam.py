@@ -210,8 +210,10 @@ def beam_search(
     score(Y) = log P(Y) / lp(Y), lp(Y) = ((5 + |Y|) / 6)^α (Wu et al. 2016, §7).
 
     The state is expanded once to B·K rows (``repeat_rows``) and reordered after every
-    step to the surviving hypotheses (``reorder_state``). Only slot 0 of each input is
-    live at t = 1 (the others start at log P = −∞), so no hypothesis is found twice.
+    step to the surviving hypotheses (``reorder_state(..., within_inputs=True)``: rows
+    stay within their input's block, so static state fields are not copied). Only slot
+    0 of each input is live at t = 1 (the others start at log P = −∞), so no hypothesis
+    is found twice.
     ``max_len``: an int for every input, or a (B,) tensor of per-input limits L_b; input
     b is finalised at t = L_b, exactly as if decoded alone with max_len = L_b, and the
     loop runs to max_b L_b (a finished input keeps its rows: the shape stays B·K).
@@ -278,7 +280,9 @@ def beam_search(
             done = done | finished.cannot_improve(bound)  # (B,)
         if bool(done.all()):
             break
-        state = reorder_state(state, (row_start + live_beam).view(-1))  # batch B·K
+        # b·K + k -> b·K + k' (live_beam ∈ [0, K)): static state fields are not copied.
+        index = (row_start + live_beam).view(-1)  # (B·K,)
+        state = reorder_state(state, index, within_inputs=True)  # batch B·K
         y_prev = live_token.view(-1)  # (B·K,)
 
     assert finished is not None  # every limit >= 1

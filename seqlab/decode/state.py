@@ -6,11 +6,33 @@ the initial state (e.g. ``model.init_state(memory, src_mask)``) and hands it to
 batch axis is dim 0, so a search can keep, drop, repeat or permute batch rows with one
 call, ``reorder_state(state, index)``: beam search expands B rows to B·K hypotheses once
 and then, after every step, keeps the K surviving hypotheses of each input.
+
+Static fields. Part of a state is fixed per input: built by ``init_state`` from the
+encoder output and passed through unchanged by every ``step`` (the Transformer's
+cross-attention K/V, encoder annotations, precomputed attention keys Uₐh, source masks,
+image regions). Declare such a dataclass field with ``static_field()``. Beam search
+reorders with ``within_inputs=True``, which leaves static fields untouched instead of
+copying them (B·K rows of a (S, ·) tensor, every step). This is exact because
+
+1. beam search's index never leaves an input's block: row b·K + k takes row b·K + k′
+   (k, k′ ∈ [0, K)), since it is ``b·K + live_beam`` with ``live_beam`` ∈ [0, K); and
+2. the K rows of one input of a static field are identical: ``repeat_rows`` copies row b
+   to rows b·K … b·K + K − 1 (a full reorder) and ``step`` never changes the field,
+
+so selecting rows within the block returns the tensor it was given. Every other caller
+(``repeat_rows``, scoring n-best lists, anything that moves rows across inputs) uses the
+default full reorder, which copies static fields like any other. ``full_reorder()``
+turns the skip off (tests and benchmarks compare both).
 """
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import functools
+import inspect
+from collections.abc import Iterator
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Any, Protocol, TypeVar, runtime_checkable
 
@@ -18,6 +40,9 @@ import torch
 from torch import Tensor
 
 State = TypeVar("State")
+
+STATIC = "seqlab.decode.static"  # dataclass field metadata key set by ``static_field``
+_FULL_REORDER: ContextVar[bool] = ContextVar("seqlab_full_reorder", default=False)
 
 
 @runtime_checkable
@@ -35,46 +60,103 @@ class StepDecoder(Protocol):
     def step(self, y_prev: Tensor, state: Any) -> tuple[Tensor, Any]: ...
 
 
-def reorder_state(state: State, index: Tensor) -> State:
+def static_field(**kwargs: Any) -> Any:
+    """A dataclass field of a decoder state that is the same for every hypothesis of an
+    input: set by ``init_state``, passed through unchanged by ``step`` (the module
+    docstring says why beam search may then skip it). Otherwise like
+    ``dataclasses.field(**kwargs)``.
+
+    Shapes: any, batch on dim 0 like every state tensor.
+    """
+    metadata = {**kwargs.pop("metadata", {}), STATIC: True}
+    return field(metadata=metadata, **kwargs)
+
+
+def is_static(f: dataclasses.Field) -> bool:
+    """Whether a dataclass field was declared with ``static_field``."""
+    return bool(f.metadata.get(STATIC, False))
+
+
+@contextlib.contextmanager
+def full_reorder() -> Iterator[None]:
+    """Within this block ``within_inputs=True`` is ignored: static fields are copied as
+    before the optimisation (for tests and benchmarks that compare the two)."""
+    token = _FULL_REORDER.set(True)
+    try:
+        yield
+    finally:
+        _FULL_REORDER.reset(token)
+
+
+def reorder_state(state: State, index: Tensor, *, within_inputs: bool = False) -> State:
     """Select batch rows ``index`` of every tensor in ``state`` (beam search bookkeeping).
 
         new[i] = state[index[i]]   for every tensor, along dim 0
 
     Rules, in order: a tensor is ``index_select``-ed on dim 0; an object with a
     ``reorder(index)`` method (e.g. ``TransformerDecoderState``, ``KVCache``) reorders
-    itself; a dataclass is rebuilt field by field (fields with ``init=False`` are left to
-    its ``__post_init__``); namedtuples, tuples, lists and dicts are walked; ``None``,
-    ints, floats, bools and strings pass through unchanged. Anything else raises
-    ``TypeError`` (give the class a ``reorder`` method).
+    itself (and is passed ``within_inputs`` when its ``reorder`` takes that keyword); a
+    dataclass is rebuilt field by field (fields with ``init=False`` are left to its
+    ``__post_init__``); namedtuples, tuples, lists and dicts are walked; ``None``, ints,
+    floats, bools and strings pass through unchanged. Anything else raises ``TypeError``
+    (give the class a ``reorder`` method).
+
+    ``within_inputs=True`` promises that ``index`` keeps each row inside its input's
+    block of K rows (beam search: b·K + k -> b·K + k′, same B·K); fields declared with
+    ``static_field`` are then returned as they are, not copied (module docstring). Leave
+    it False whenever rows move across inputs or the batch size changes.
 
     Shapes:
         index:   (B',) long, values in [0, B); B' may differ from B (expansion to B·K)
         returns: the same structure with every tensor's dim 0 of size B'
     """
+    return _reorder(state, index, within_inputs and not _FULL_REORDER.get())
+
+
+def reorder_fields(state: State, index: Tensor, within_inputs: bool = False) -> State:
+    """The dataclass rule of ``reorder_state``: rebuild ``state`` with every ``init``
+    field reordered, static fields kept as they are when ``within_inputs`` (for classes
+    whose ``reorder`` method is just this)."""
+    return _reorder_dataclass(state, index, within_inputs and not _FULL_REORDER.get())
+
+
+def _reorder(state: Any, index: Tensor, skip_static: bool) -> Any:
     if isinstance(state, Tensor):
         return state.index_select(0, index)  # (B', ...)
     if state is None or isinstance(state, (bool, int, float, str)):
         return state
     reorder = getattr(state, "reorder", None)
     if callable(reorder):
+        if skip_static and _takes_within_inputs(type(state)):
+            return reorder(index, within_inputs=True)
         return reorder(index)
     if dataclasses.is_dataclass(state) and not isinstance(state, type):
-        changes = {
-            f.name: reorder_state(getattr(state, f.name), index)
-            for f in dataclasses.fields(state)
-            if f.init
-        }
-        return dataclasses.replace(state, **changes)
+        return _reorder_dataclass(state, index, skip_static)
     if isinstance(state, tuple) and hasattr(state, "_fields"):  # namedtuple
-        return type(state)(*(reorder_state(x, index) for x in state))
+        return type(state)(*(_reorder(x, index, skip_static) for x in state))
     if isinstance(state, (tuple, list)):
-        return type(state)(reorder_state(x, index) for x in state)
+        return type(state)(_reorder(x, index, skip_static) for x in state)
     if isinstance(state, dict):
-        return type(state)((k, reorder_state(v, index)) for k, v in state.items())
+        return type(state)((k, _reorder(v, index, skip_static)) for k, v in state.items())
     raise TypeError(
         f"reorder_state cannot reorder a {type(state).__name__}: use dataclasses, tensors, "
         "lists, tuples or dicts of them, or give the class a reorder(index) method"
     )
+
+
+def _reorder_dataclass(state: Any, index: Tensor, skip_static: bool) -> Any:
+    changes = {
+        f.name: _reorder(getattr(state, f.name), index, skip_static)
+        for f in dataclasses.fields(state)
+        if f.init and not (skip_static and is_static(f))
+    }
+    return dataclasses.replace(state, **changes)
+
+
+@functools.cache
+def _takes_within_inputs(cls: type) -> bool:
+    """Whether ``cls.reorder`` accepts the ``within_inputs`` keyword."""
+    return "within_inputs" in inspect.signature(cls.reorder).parameters
 
 
 def repeat_rows(

@@ -25,6 +25,7 @@ from typing import Literal, NamedTuple
 import torch
 from torch import Tensor, nn
 
+from seqlab.decode.state import static_field
 from seqlab.models.rnn_common import (
     DeepOutput,
     RNNEncoderDecoder,
@@ -62,16 +63,16 @@ class BahdanauConfig:
 
 @dataclass
 class BahdanauState:
-    """Decoder state, batch first.
+    """Decoder state, batch first; h, U_a_h and src_mask are static (``static_field``).
 
     Shapes: s (B, n) = s_{i−1}; h (B, S, 2n) annotations; U_a_h (B, S, n′) = Uₐ h_j;
     src_mask (B, S) bool; alpha (B, S) = α_{i−1} (the last step's weights, for inspection).
     """
 
     s: Tensor
-    h: Tensor
-    U_a_h: Tensor
-    src_mask: Tensor
+    h: Tensor = static_field()
+    U_a_h: Tensor = static_field()
+    src_mask: Tensor = static_field()
     alpha: Tensor
 
 

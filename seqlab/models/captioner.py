@@ -31,6 +31,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from seqlab.decode.state import static_field
 from seqlab.nn.attention import Attention
 from seqlab.nn.cells import LSTMCell
 from seqlab.nn.embedding import Embedding
@@ -156,7 +157,7 @@ class RegionEncoder(nn.Module):
 
 @dataclass
 class CaptionState:
-    """Decoder state, batch first.
+    """Decoder state, batch first; a and U_a_a are static (``static_field``).
 
     Shapes: h, c (B, n) = h_{t−1}, c_{t−1}; a (B, L, D) annotations; U_a_a (B, L, A) = Uₐ a_i
     (precomputed once per image); alpha (B, L) = α_t and beta (B, 1) = β_t of the last step
@@ -165,8 +166,8 @@ class CaptionState:
 
     h: Tensor
     c: Tensor
-    a: Tensor
-    U_a_a: Tensor
+    a: Tensor = static_field()
+    U_a_a: Tensor = static_field()
     alpha: Tensor
     beta: Tensor
 

@@ -22,6 +22,7 @@ from typing import Literal, NamedTuple
 import torch
 from torch import Tensor, nn
 
+from seqlab.decode.state import static_field
 from seqlab.models.rnn_common import (
     DeepOutput,
     RNNEncoderDecoder,
@@ -58,10 +59,11 @@ class ChoConfig:
 
 @dataclass
 class ChoState:
-    """h (B, L, H): decoder state h′⟨t−1⟩ of every layer; c (B, H): the source summary."""
+    """h (B, L, H): decoder state h′⟨t−1⟩ of every layer; c (B, H): the source summary
+    (static, ``static_field``)."""
 
     h: Tensor
-    c: Tensor
+    c: Tensor = static_field()
 
 
 class ChoFeatures(NamedTuple):

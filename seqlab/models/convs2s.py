@@ -39,6 +39,7 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor, nn
 
+from seqlab.decode.state import static_field
 from seqlab.models.convs2s_attention import MultiStepAttention, scale_gradient
 from seqlab.nn.dropout import Dropout
 from seqlab.nn.embedding import Embedding, tied_logits
@@ -94,7 +95,8 @@ class ConvS2SMemory:
 
 @dataclass
 class ConvS2SState:
-    """Incremental decoding state; ``seqlab.decode.reorder_state`` reorders every field.
+    """Incremental decoding state; ``seqlab.decode.reorder_state`` reorders every field
+    (beam search skips the static z, z_plus_e and src_mask, see ``static_field``).
 
     ``buffers[l]`` holds the last k − 1 inputs of decoder block l (None before the first
     step, i.e. the causal zero padding); ``position`` is the position of the next token
@@ -103,9 +105,9 @@ class ConvS2SState:
     Shapes: z, z_plus_e (B, S, E), src_mask (B, S) bool, buffers[l] (B, k − 1, C) | None
     """
 
-    z: Tensor
-    z_plus_e: Tensor
-    src_mask: Tensor
+    z: Tensor = static_field()
+    z_plus_e: Tensor = static_field()
+    src_mask: Tensor = static_field()
     buffers: list[Tensor | None]
     position: int = 0
 

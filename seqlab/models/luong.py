@@ -25,6 +25,7 @@ from typing import Literal, NamedTuple
 import torch
 from torch import Tensor, nn
 
+from seqlab.decode.state import static_field
 from seqlab.models.rnn_common import (
     RNNEncoderDecoder,
     batch_major,
@@ -71,7 +72,7 @@ class LuongMemory:
 
 @dataclass
 class LuongState:
-    """Decoder state, batch first.
+    """Decoder state, batch first; h_bar, keys_pre and src_mask are static (``static_field``).
 
     Shapes: h, c (B, L, H); h_tilde (B, H) = h̃_{t−1}; h_bar (B, S, H); keys_pre (B, S, ·)
     (the key part of the score, e.g. Wₐ h̄_s); src_mask (B, S) bool; alpha (B, S) = a_{t−1}.
@@ -80,9 +81,9 @@ class LuongState:
     h: Tensor
     c: Tensor
     h_tilde: Tensor
-    h_bar: Tensor
-    keys_pre: Tensor
-    src_mask: Tensor
+    h_bar: Tensor = static_field()
+    keys_pre: Tensor = static_field()
+    src_mask: Tensor = static_field()
     alpha: Tensor
 
 

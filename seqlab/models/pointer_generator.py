@@ -33,6 +33,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from seqlab.data.vocab import UNK_ID
+from seqlab.decode.state import static_field
 from seqlab.models.rnn_common import init_uniform_, lengths_of
 from seqlab.nn.attention import AdditiveScore
 from seqlab.nn.cells import LSTMCell
@@ -161,7 +162,8 @@ class PointerGeneratorMemory:
 
 @dataclass
 class PointerGeneratorState:
-    """Decoder state after step t − 1, batch first (reordered by ``reorder_state``).
+    """Decoder state after step t − 1, batch first (reordered by ``reorder_state``; h, keys,
+    src_mask and src_ext are static, ``static_field``).
 
     Shapes: s, s_cell (B, H) the LSTM's (h, c) = s_{t−1}; h (B, S, 2H); keys (B, S, A) =
     W_h h_i + b_attn; src_mask, src_ext (B, S); cov (B, S) = c^t (attention of steps < t);
@@ -170,10 +172,10 @@ class PointerGeneratorState:
 
     s: Tensor
     s_cell: Tensor
-    h: Tensor
-    keys: Tensor
-    src_mask: Tensor
-    src_ext: Tensor
+    h: Tensor = static_field()
+    keys: Tensor = static_field()
+    src_mask: Tensor = static_field()
+    src_ext: Tensor = static_field()
     n_oov: int
     cov: Tensor
     a: Tensor

@@ -37,6 +37,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from seqlab.config import ConfigError
+from seqlab.decode.state import static_field
 from seqlab.models.rnn_common import batch_major, layer_major, lengths_of, stacked_step
 from seqlab.nn.attention import AdditiveScore
 from seqlab.nn.masks import masked_softmax
@@ -85,7 +86,8 @@ class PointerMemory:
 
 @dataclass
 class PointerNetState:
-    """Decoder state, batch first (``seqlab.decode.reorder_state`` reorders it).
+    """Decoder state, batch first (``seqlab.decode.reorder_state`` reorders it; x and W_1_e
+    are static, ``static_field``).
 
     Shapes: h, c (B, L, H) the decoder LSTM state d_{i−1}; x (B, S+1, D) input vectors;
     W_1_e (B, S+1, A) = W_1 e_j, computed once per input; available (B, S+1) bool, the
@@ -95,8 +97,8 @@ class PointerNetState:
 
     h: Tensor
     c: Tensor
-    x: Tensor
-    W_1_e: Tensor
+    x: Tensor = static_field()
+    W_1_e: Tensor = static_field()
     available: Tensor
     u: Tensor
 

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 
 from torch import Tensor, nn
 
+from seqlab.decode.state import reorder_fields, static_field
 from seqlab.nn.masks import attention_mask, causal_mask
 from seqlab.nn.multihead import KVCache, MultiHeadAttention
 from seqlab.nn.transformer import Activation, FeedForward, ResidualSublayers
@@ -32,22 +33,28 @@ LayerWeights = tuple[Tensor, Tensor]
 class DecoderLayerState:
     """One decoder layer's caches for incremental decoding.
 
+    ``cross_kv`` is static (``seqlab.decode.state.static_field``): the same for every
+    hypothesis of an input, so beam search does not copy it when it reorders.
+
     Shapes:
         self_kv:  KVCache (B, H, t, Dh), keys/values of the t positions decoded so far
         cross_kv: KVCache (B, H, S, Dh), keys/values of the memory (computed once)
     """
 
     self_kv: KVCache
-    cross_kv: KVCache
+    cross_kv: KVCache = static_field()
 
-    def reorder(self, index: Tensor) -> DecoderLayerState:
-        """Keep batch rows ``index`` (B',) — beam search's surviving hypotheses."""
-        return DecoderLayerState(self.self_kv.reorder(index), self.cross_kv.reorder(index))
+    def reorder(self, index: Tensor, within_inputs: bool = False) -> DecoderLayerState:
+        """Keep batch rows ``index`` (B',) — beam search's surviving hypotheses
+        (``cross_kv`` kept as it is when ``within_inputs``, see ``reorder_state``)."""
+        return reorder_fields(self, index, within_inputs)
 
 
 @dataclass
 class TransformerDecoderState:
     """The decoder stack's state between ``step`` calls.
+
+    ``memory_mask`` is static, like each layer's ``cross_kv``.
 
     Shapes:
         layers:      N DecoderLayerState
@@ -57,7 +64,7 @@ class TransformerDecoderState:
     """
 
     layers: list[DecoderLayerState]
-    memory_mask: Tensor | None
+    memory_mask: Tensor | None = static_field()
     weights: list[LayerWeights] | None = None
 
     @property
@@ -65,20 +72,10 @@ class TransformerDecoderState:
         """t, the number of positions decoded so far (the positional-encoding offset)."""
         return self.layers[0].self_kv.length
 
-    def reorder(self, index: Tensor) -> TransformerDecoderState:
-        """Keep batch rows ``index`` (B',) in every cache and mask."""
-        memory_mask = self.memory_mask
-        if memory_mask is not None:
-            memory_mask = memory_mask.index_select(0, index)  # (B', S)
-        weights = None
-        if self.weights is not None:
-            # per layer (B', H, T', t), (B', H, T', S)
-            weights = [
-                (a.index_select(0, index), c.index_select(0, index)) for a, c in self.weights
-            ]
-        return TransformerDecoderState(
-            [layer.reorder(index) for layer in self.layers], memory_mask, weights
-        )
+    def reorder(self, index: Tensor, within_inputs: bool = False) -> TransformerDecoderState:
+        """Keep batch rows ``index`` (B',) in every cache, mask and weight (static ones
+        kept as they are when ``within_inputs``, see ``seqlab.decode.reorder_state``)."""
+        return reorder_fields(self, index, within_inputs)
 
 
 class TransformerDecoderLayer(ResidualSublayers):
