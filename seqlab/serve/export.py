@@ -1,7 +1,8 @@
 """``seqlab export``: a Transformer translation checkpoint as TorchScript or ONNX — the
-encoder and one decoder step with its state as explicit tensors — plus a reference greedy
-loop that runs the exported step (``greedy_exported``), checked equal to eager decoding
-in tests/serve/test_export.py.
+encoder and one decoder step with its state as explicit tensors — plus reference loops
+that run the exported step: ``greedy_exported`` and ``beam_exported`` (seqlab's own
+``beam_search`` driving the exported files through ``ExportedDecoder``), checked equal
+to eager decoding in tests/serve/test_export.py.
 
 Files written to ``out`` (``.pt`` for TorchScript, ``.onnx`` for ONNX):
 
@@ -27,6 +28,7 @@ import contextlib
 import io as io_module
 import json
 import warnings
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -34,6 +36,9 @@ import torch
 from torch import Tensor, nn
 
 from seqlab.data.vocab import BOS_ID, EOS_ID, PAD_ID
+from seqlab.decode.beam import beam_search
+from seqlab.decode.greedy import MaxLen
+from seqlab.decode.state import DecodeResult
 from seqlab.errors import SeqlabError
 from seqlab.nn.multihead import KVCache
 from seqlab.nn.transformer_decoder import DecoderLayerState, TransformerDecoderState
@@ -229,3 +234,95 @@ def greedy_exported(
         if bool(done.all()):
             break
     return torch.stack(tokens, 1), log_p  # (B, T), (B,)
+
+
+@dataclass
+class ExportedState:
+    """The exported step's state as a decoder state for seqlab's searches.
+
+    The caches keep the exported layout, batch on dim 1 (not dim 0 as the state contract
+    says), so the class reorders itself: ``reorder`` index_selects dim 1 of the caches
+    and dim 0 of the mask. ``cross_k``, ``cross_v`` and ``src_mask`` never change after
+    the encoder (static, like the eager ``TransformerDecoderState``'s): with
+    ``within_inputs=True`` (beam search's per-step reorder) they are kept as they are.
+
+    Shapes: self_k, self_v (L, B, H, t, Dh); cross_k, cross_v (L, B, H, S, Dh);
+            src_mask (B, S) bool
+    """
+
+    self_k: Tensor
+    self_v: Tensor
+    cross_k: Tensor
+    cross_v: Tensor
+    src_mask: Tensor
+
+    def reorder(self, index: Tensor, within_inputs: bool = False) -> ExportedState:
+        """Rows ``index`` of every batch axis.  index (B',) -> batch B'."""
+        self_k = self.self_k.index_select(1, index)  # (L, B', H, t, Dh)
+        self_v = self.self_v.index_select(1, index)  # (L, B', H, t, Dh)
+        if within_inputs:
+            return ExportedState(self_k, self_v, self.cross_k, self.cross_v, self.src_mask)
+        return ExportedState(
+            self_k,
+            self_v,
+            self.cross_k.index_select(1, index),  # (L, B', H, S, Dh)
+            self.cross_v.index_select(1, index),  # (L, B', H, S, Dh)
+            self.src_mask.index_select(0, index),  # (B', S)
+        )
+
+
+class ExportedDecoder:
+    """The exported encoder and step behind the decoder-step contract
+    (``seqlab.decode.state.StepDecoder``), so ``greedy`` / ``beam_search`` run on them
+    unchanged: ``init_state`` runs the exported encoder, ``step`` the exported step."""
+
+    def __init__(self, encoder: Any, step: Any) -> None:
+        self.encoder, self.exported_step = encoder, step
+
+    def init_state(self, src: Tensor, src_mask: Tensor) -> ExportedState:
+        """Encoder outputs and empty self-attention caches.  src, src_mask (B, S)."""
+        _, cross_k, cross_v = self.encoder(src, src_mask)  # (L, B, H, S, Dh) each
+        L, B, H, _, Dh = cross_k.shape
+        empty = cross_k.new_zeros(L, B, H, 0, Dh)  # (L, B, H, 0, Dh)
+        return ExportedState(empty, empty.clone(), cross_k, cross_v, src_mask)
+
+    def step(self, y_prev: Tensor, state: ExportedState) -> tuple[Tensor, ExportedState]:
+        """y_prev (B,) long -> logits (B, V), the state with caches one position longer."""
+        logits, self_k, self_v = self.exported_step(
+            y_prev, state.src_mask, state.self_k, state.self_v, state.cross_k, state.cross_v
+        )
+        return logits, ExportedState(self_k, self_v, state.cross_k, state.cross_v, state.src_mask)
+
+
+@torch.no_grad()
+def beam_exported(
+    encoder: Any,
+    step: Any,
+    src: Tensor,
+    src_mask: Tensor,
+    max_len: MaxLen,
+    beam_size: int = 4,
+    n_best: int = 1,
+    alpha: float = 0.0,
+    min_len: int = 0,
+) -> DecodeResult:
+    """Reference beam loop over the exported step: ``seqlab.decode.beam_search`` itself
+    (same selection, length penalty, stop rule, per-input ``max_len``) driving
+    ``ExportedDecoder``; the eager search's result for the same settings.
+
+    Shapes: src, src_mask (B, S); max_len int or (B,) long -> DecodeResult with tokens
+    (B, N, T), lengths, scores, log_probs (B, N)."""
+    decoder = ExportedDecoder(encoder, step)
+    return beam_search(
+        decoder,
+        decoder.init_state(src, src_mask),
+        src.size(0),
+        BOS_ID,
+        EOS_ID,
+        max_len,
+        beam_size=beam_size,
+        n_best=n_best,
+        alpha=alpha,
+        min_len=min_len,
+        pad_id=PAD_ID,
+    )

@@ -1,7 +1,8 @@
 """``seqlab export`` (TorchScript and ONNX): the exported encoder and decoder step give
 the eager model's numbers at every cache length and at another batch size than traced,
 the reference greedy loop over the exported step gives the eager greedy translations,
-and families without an exportable step are refused."""
+the reference beam loop (seqlab's beam_search over the exported step) gives eager beam
+search's n-best tokens and scores, and families without an exportable step are refused."""
 
 from __future__ import annotations
 
@@ -11,8 +12,9 @@ import torch
 from seqlab.cli.main import main
 from seqlab.data.collate import pad_batch
 from seqlab.data.vocab import BOS_ID, EOS_ID, PAD_ID
+from seqlab.decode.beam import beam_search
 from seqlab.errors import SeqlabError
-from seqlab.serve.export import export, greedy_exported, load_exported
+from seqlab.serve.export import beam_exported, export, greedy_exported, load_exported
 from seqlab.tasks.translation_eval import SearchSettings, decode_ids, length_limit
 from tests.serve.test_api import SENTENCES
 
@@ -65,6 +67,42 @@ def test_reference_greedy_loop_equals_eager_greedy(translation_model, exported):
         assert got == want
         assert task.tgt_tok.decode(got) == translation_model.translate([sentence], beam=1)[0]
         assert float(log_p[0]) == pytest.approx(want_lp, abs=1e-4)
+
+
+def _limits(ids):
+    settings = SearchSettings()
+    n = [len(x) - 1 for x in ids]  # source subwords without EOS
+    return torch.tensor([length_limit(k, settings.max_len_a, settings.max_len_b) for k in n])
+
+
+def test_reference_beam_loop_equals_eager_beam_search(translation_model, exported):
+    model, task = translation_model.model, translation_model.task
+    ids, src, src_mask = _batch(task, SENTENCES)  # B = 4, per-input limits
+    limit = _limits(ids)  # (B,)
+    with torch.no_grad():
+        state = model.init_state(model.encode(src, src_mask), src_mask)
+    settings = {"beam_size": 3, "n_best": 2, "alpha": 0.6}
+    want = beam_search(model, state, len(ids), BOS_ID, EOS_ID, limit, pad_id=PAD_ID, **settings)
+    got = beam_exported(*exported, src, src_mask, limit, **settings)
+    assert got.tokens.shape[:2] == (len(ids), 2)
+    assert torch.equal(got.tokens, want.tokens)
+    assert torch.equal(got.lengths, want.lengths)
+    assert bool((got.lengths > 0).all())  # two real hypotheses per input
+    assert got.scores.dtype == want.scores.dtype == torch.float32
+    torch.testing.assert_close(got.scores, want.scores, rtol=0, atol=1e-5)
+    torch.testing.assert_close(got.log_probs, want.log_probs, rtol=0, atol=1e-5)
+    # n-best never changes the 1-best (the same search, so also over the exported step)
+    one = beam_exported(*exported, src, src_mask, limit, beam_size=3, alpha=0.6)
+    assert torch.equal(one.tokens[:, 0, : got.lengths[:, 0].max()], got.tokens[:, 0])
+
+
+def test_reference_beam_width_one_equals_exported_greedy(translation_model, exported):
+    ids, src, src_mask = _batch(translation_model.task, SENTENCES)
+    limit = int(_limits(ids).max())
+    tokens, log_p = greedy_exported(*exported, src, src_mask, limit)  # (B, T), (B,)
+    beam = beam_exported(*exported, src, src_mask, limit, beam_size=1)
+    assert torch.equal(beam.tokens[:, 0], tokens)
+    torch.testing.assert_close(beam.log_probs[:, 0], log_p, rtol=0, atol=1e-5)
 
 
 def test_cli_export_and_refusals(translation_dir, lm_model, tmp_path, capsys):
