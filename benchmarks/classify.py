@@ -37,6 +37,7 @@ import torch
 from seqlab import api
 from seqlab.data.mr import ContrastItem, read_contrast_set
 from seqlab.inspect.figures import write_json
+from seqlab.inspect.measure import overrides_for as model_overrides
 from seqlab.train.fingerprint import cpu_model
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -265,16 +266,9 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
 
 
 def overrides_for(model: str, overrides: list[str], n_folds: int) -> list[str]:
-    """``task.n_folds`` and the overrides that apply to ``model`` (plain ``key=value``
+    """``task.n_folds``, then the overrides that apply to ``model`` (plain ``key=value``
     ones and its own ``model:key=value`` ones, prefix removed), in the order given."""
-    out = [f"task.n_folds={n_folds}"]
-    for text in overrides:
-        head, _, rest = text.partition(":")
-        if "=" in head or not rest:
-            out.append(text)
-        elif head == model:
-            out.append(rest)
-    return out
+    return [f"task.n_folds={n_folds}", *model_overrides(model, overrides)]
 
 
 def main(argv: list[str] | None = None) -> list[Result]:

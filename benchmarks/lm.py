@@ -45,6 +45,7 @@ import torch
 
 from seqlab import api
 from seqlab.config import load_yaml
+from seqlab.inspect.measure import overrides_for
 from seqlab.run_config import resolve_run
 from seqlab.train.fingerprint import cpu_model
 from seqlab.train.trainer import Trainer
@@ -134,18 +135,6 @@ def load_preset(name: str) -> dict[str, Any]:
     for key in drop:
         data["model"].pop(key, None)
     return data
-
-
-def overrides_for(preset: str, overrides: list[str]) -> list[str]:
-    """Plain ``key=value`` overrides, and ``preset:key=value`` ones for this preset."""
-    out = []
-    for text in overrides:
-        head, _, rest = text.partition(":")
-        if "=" in head or not rest:
-            out.append(text)
-        elif head == preset:
-            out.append(rest)
-    return out
 
 
 def fit_schedule(
