@@ -37,6 +37,8 @@ from seqlab.eval.bleu import (  # noqa: E402
     bucket_table,
     plot_bleu_by_length,  # noqa: E402
 )
+from seqlab.inspect.claim_rules import attention_gap_verdict  # noqa: E402
+from seqlab.inspect.claims import PARTLY, REPRODUCED  # noqa: E402
 from seqlab.inspect.figures import write_json  # noqa: E402
 
 HEADING = "## BLEU by source length (Multi30k de→en, test2016)"
@@ -80,15 +82,16 @@ def verdict(g: list[float | None] | None) -> str:
     if first is None or last is None:
         return "not decided: an end bucket is empty"
     shape = ", ".join("–" if x is None else f"{x:+.1f}" for x in g)
-    if last > first:
+    lead = f"{first:+.1f} BLEU on the shortest sources, {last:+.1f} on the longest"
+    said = attention_gap_verdict(first, last)  # the same rule as seqlab report's
+    if said == REPRODUCED:
+        return f"reproduced here: the attention models' lead grows: {lead} (per bucket: {shape})"
+    if said == PARTLY:
         return (
-            f"reproduced here: the attention models' lead grows from {first:+.1f} BLEU on "
-            f"the shortest sources to {last:+.1f} on the longest (per bucket: {shape})"
+            f"partly here: the attention models lead on the longest sources but not by "
+            f"more than on the shortest: {lead} (per bucket: {shape})"
         )
-    return (
-        f"not reproduced here: the attention models' lead is {first:+.1f} BLEU on the "
-        f"shortest sources and {last:+.1f} on the longest (per bucket: {shape})"
-    )
+    return f"not reproduced here: the attention models' lead is {lead} (per bucket: {shape})"
 
 
 def _link(png: str) -> str:

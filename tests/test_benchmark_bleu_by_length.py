@@ -55,6 +55,9 @@ def _b(x):
 def test_gap_and_verdict_from_numbers():
     table = {"cho": [_b(30.0), _b(20.0)], "luong": [_b(35.0), _b(22.0)]}
     assert bbl.gaps(table) == [5.0, 2.0]
-    assert bbl.verdict(bbl.gaps(table)).startswith("not reproduced here")
+    assert bbl.verdict(bbl.gaps(table)).startswith("partly here")  # lead 5 → 2, still > 0
+    behind = {"cho": [_b(30.0), _b(25.0)], "luong": [_b(35.0), _b(22.0)]}
+    assert bbl.gaps(behind) == [5.0, -3.0]
+    assert bbl.verdict(bbl.gaps(behind)).startswith("not reproduced here")
     assert bbl.gaps({"luong": [_b(1.0)]}) is None
     assert bbl.verdict(None).startswith("not decided")

@@ -93,6 +93,16 @@ def vanishing_gradients(rec: Records) -> Claim:
     return _claim(key, statement, rule, verdict, "; ".join(parts) + ".", rec, *sources)
 
 
+def attention_gap_verdict(first: float, last: float) -> str:
+    """The rule of "attention helps most on long sentences", from the attention models'
+    lead (lc BLEU) on the shortest and on the longest source bucket: reproduced when the
+    lead on the longest is > 0 and > the lead on the shortest; partly when it is only > 0;
+    else not reproduced. Shared by ``benchmarks/bleu_by_length.py``."""
+    if last > 0 and last > first:
+        return REPRODUCED
+    return PARTLY if last > 0 else NOT_REPRODUCED
+
+
 def attention_long_sentences(rec: Records) -> Claim:
     key, statement = "attention-long", "Attention helps most on long sentences"
     rule = (
@@ -116,10 +126,7 @@ def attention_long_sentences(rec: Records) -> Claim:
         )
         return _claim(key, statement, rule, NOT_HERE, why, rec, *sources)
     first, last = gaps[0], gaps[-1]
-    if last > 0 and last > first:
-        verdict = REPRODUCED
-    else:
-        verdict = PARTLY if last > 0 else NOT_REPRODUCED
+    verdict = attention_gap_verdict(first, last)
     shape = ", ".join("–" if g is None else f"{g:+.1f}" for g in gaps)
     why = f"attention lead {first:+.1f} BLEU on the shortest, {last:+.1f} on the longest ({shape})."
     return _claim(key, statement, rule, verdict, why, rec, *sources)
