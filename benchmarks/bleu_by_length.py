@@ -2,13 +2,16 @@
 
 Reads the test2016 beam hypotheses that ``benchmarks/translation.py`` keeps in
 ``<runs-dir>/bench-<model>/test-beam.hyp`` and scores them per source-length bucket
-(words of the German source: 1–10, 11–15, 16–20, 21–25, 26+) with sacreBLEU. It prints
+(words of the German source: 1–10, 11–15, 16–20, 21–25, 26+; an open-ended top bucket
+with fewer than ``--min-bucket`` sentences, default 30, is merged into the one below: on
+test2016 26+ holds 2 sentences, so the buckets are 1–10 … 21+) with sacreBLEU. It prints
 the table, writes the PNG ``docs/figures/bleu-by-length.png`` and the section "BLEU by
 source length" of docs/results.md with a verdict computed from the numbers:
 
     gap(bucket) = mean lc BLEU of the attention models − mean of the models without
                   (Sutskever, Cho); the notes' claim (Bahdanau 2015, Fig. 2) holds here
-                  when the gap on the longest bucket exceeds the gap on the shortest.
+                  when the gap on the longest bucket is > 0 and grows: the paired
+                  bootstrap 95 % interval of gap(longest) − gap(shortest) lies above 0.
 
     python benchmarks/bleu_by_length.py                 # every bench-* run that has hyps
     python benchmarks/bleu_by_length.py --models sutskever,bahdanau
@@ -19,6 +22,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import datetime
+import random
 import shlex
 import sys
 from pathlib import Path
@@ -32,10 +36,14 @@ from seqlab import api  # noqa: E402
 from seqlab.data.multi30k import locate_multi30k  # noqa: E402
 from seqlab.data.readers import read_parallel  # noqa: E402
 from seqlab.eval.bleu import (  # noqa: E402
+    LENGTH_EDGES,
     LengthBucket,
     bleu_by_length,
+    bucket_index,
     bucket_table,
-    plot_bleu_by_length,  # noqa: E402
+    corpus_bleu,
+    merge_sparse_tail,
+    plot_bleu_by_length,
 )
 from seqlab.inspect.claim_rules import attention_gap_verdict  # noqa: E402
 from seqlab.inspect.claims import PARTLY, REPRODUCED  # noqa: E402
@@ -72,7 +80,47 @@ def gaps(table: dict[str, list[LengthBucket]]) -> list[float | None] | None:
     return out
 
 
-def verdict(g: list[float | None] | None) -> str:
+def growth_interval(
+    sources: list[str],
+    hyps: dict[str, list[str]],
+    refs: list[str],
+    edges: tuple[int, ...],
+    n_boot: int = 200,
+    seed: int = 0,
+) -> tuple[float, float] | None:
+    """Paired bootstrap 95 % interval of gap(longest bucket) − gap(shortest bucket).
+
+    Each of ``n_boot`` replicates redraws, with replacement, the sentences of the shortest
+    and of the longest bucket (the same draw for every model, so the models stay paired),
+    rescores each model's lc BLEU on both (sacreBLEU) and takes the growth of the
+    attention models' lead; the interval is the 2.5 and 97.5 percentiles. None when a
+    side has no model or an end bucket is empty."""
+    with_att = [m for m in hyps if m not in NO_ATTENTION]
+    without = [m for m in hyps if m in NO_ATTENTION]
+    idx = [bucket_index(len(s.split()), edges) for s in sources]
+    short = [i for i, b in enumerate(idx) if b == 0]
+    long_ = [i for i, b in enumerate(idx) if b == len(edges)]
+    if not with_att or not without or not short or not long_ or n_boot < 2:
+        return None
+    rng = random.Random(seed)
+
+    def gap(draw: list[int]) -> float:
+        def score(m: str) -> float:
+            h, r = [hyps[m][i] for i in draw], [refs[i] for i in draw]
+            return corpus_bleu(h, r, lowercase=True).score
+
+        a, b = [score(m) for m in with_att], [score(m) for m in without]
+        return sum(a) / len(a) - sum(b) / len(b)
+
+    growth = sorted(
+        gap(rng.choices(long_, k=len(long_))) - gap(rng.choices(short, k=len(short)))
+        for _ in range(n_boot)
+    )
+    lo, hi = growth[int(0.025 * (n_boot - 1))], growth[int(round(0.975 * (n_boot - 1)))]
+    return lo, hi
+
+
+def verdict(g: list[float | None] | None, ci: tuple[float, float] | None = None) -> str:
     if g is None:
         return (
             "not decided: needs at least one model with attention and one of "
@@ -83,13 +131,18 @@ def verdict(g: list[float | None] | None) -> str:
         return "not decided: an end bucket is empty"
     shape = ", ".join("–" if x is None else f"{x:+.1f}" for x in g)
     lead = f"{first:+.1f} BLEU on the shortest sources, {last:+.1f} on the longest"
-    said = attention_gap_verdict(first, last)  # the same rule as seqlab report's
+    if ci is not None:
+        interval = f"[{ci[0]:+.1f}, {ci[1]:+.1f}]"
+        shape += f"; growth longest − shortest, bootstrap 95 % interval {interval}"
+    # the same rule as seqlab report's
+    said = attention_gap_verdict(first, last, ci[0] if ci is not None else None)
     if said == REPRODUCED:
         return f"reproduced here: the attention models' lead grows: {lead} (per bucket: {shape})"
     if said == PARTLY:
+        more = "significantly " if ci is not None else ""
         return (
             f"partly here: the attention models lead on the longest sources but not by "
-            f"more than on the shortest: {lead} (per bucket: {shape})"
+            f"{more}more than on the shortest: {lead} (per bucket: {shape})"
         )
     return f"not reproduced here: the attention models' lead is {lead} (per bucket: {shape})"
 
@@ -107,6 +160,15 @@ def main(argv: list[str] | None = None) -> str:
     p.add_argument("--data-dir", default=str(api.default_data_dir() or ""))
     p.add_argument("--out", default="docs/results.md")
     p.add_argument("--png", default="docs/figures/bleu-by-length.png")
+    p.add_argument(
+        "--min-bucket",
+        type=int,
+        default=30,
+        help="merge an open-ended top bucket with fewer sentences into the one below (0: never)",
+    )
+    p.add_argument(
+        "--bootstrap", type=int, default=200, help="replicates for the growth interval (0: none)"
+    )
     args = p.parse_args(argv)
     runs = Path(args.runs_dir)
     models = (
@@ -119,21 +181,23 @@ def main(argv: list[str] | None = None) -> str:
     folder = locate_multi30k(args.data_dir or None, langs=("de", "en"))
     pairs = read_parallel(folder / "test_2016_flickr.de.gz", folder / "test_2016_flickr.en.gz")
     src, ref = [s for s, _ in pairs], [t for _, t in pairs]
-    table = {
-        m: bleu_by_length(src, read_hyps(runs / f"bench-{m}" / "test-beam.hyp", len(src)), ref)
-        for m in models
-    }
+    hyps = {m: read_hyps(runs / f"bench-{m}" / "test-beam.hyp", len(src)) for m in models}
+    edges = merge_sparse_tail(src, LENGTH_EDGES, args.min_bucket)
+    table = {m: bleu_by_length(src, hyps[m], ref, edges) for m in models}
+    ci = growth_interval(src, hyps, ref, edges, args.bootstrap)
     png = Path(args.png)
     png.parent.mkdir(parents=True, exist_ok=True)
     plot_bleu_by_length(table, png, title="Multi30k test2016 de→en, beam 5")
     text = bucket_table(table)
-    said = verdict(gaps(table))
+    said = verdict(gaps(table), ci)
     command = shlex.join(["python", "benchmarks/bleu_by_length.py", *argv])
     sidecar = {  # the numbers for seqlab report (docs/claims.md), next to the PNG
         "command": command,
         "no_attention": list(NO_ATTENTION),
         "models": {m: [dataclasses.asdict(b) for b in bs] for m, bs in table.items()},
         "gaps": gaps(table),
+        "growth_ci": list(ci) if ci is not None else None,
+        "bootstrap": args.bootstrap,
         "verdict": said,
     }
     write_json(png.with_suffix(".json"), sidecar)

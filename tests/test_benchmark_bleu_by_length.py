@@ -39,9 +39,11 @@ def test_attention_lead_growing_with_length_is_reported_as_reproduced(tmp_path: 
             str(png),
             "--data-dir",
             str(tmp_path / "nothing"),
+            "--bootstrap",
+            "50",
         ]
     )
-    assert said.startswith("reproduced here")
+    assert said.startswith("reproduced here") and "bootstrap 95 % interval" in said
     text = out.read_text()
     assert "## Other\n\nkept" in text and bbl.HEADING in text
     assert "| sutskever bleu_lc | bahdanau bleu_lc |" in text
@@ -61,3 +63,19 @@ def test_gap_and_verdict_from_numbers():
     assert bbl.verdict(bbl.gaps(behind)).startswith("not reproduced here")
     assert bbl.gaps({"luong": [_b(1.0)]}) is None
     assert bbl.verdict(None).startswith("not decided")
+
+
+def test_a_lead_that_grows_by_noise_only_is_not_reproduced(tmp_path: Path):
+    """The no-attention model garbles every 3rd sentence whatever its length: the attention
+    lead is the same on short and long sources up to sampling noise, so the bootstrap
+    interval of its growth straddles 0 and the verdict is at most "partly" — the plain
+    "last gap > first gap" rule would call noise a reproduction about half of the time."""
+    refs, srcs = _refs(), _srcs()
+    noisy = [r if i % 3 else "a dog ." for i, r in enumerate(refs)]
+    edges = bbl.merge_sparse_tail(srcs, bbl.LENGTH_EDGES, 30)
+    hyps = {"bahdanau": refs, "cho": noisy}
+    lo, hi = bbl.growth_interval(srcs, hyps, refs, edges, n_boot=60)
+    assert lo < 0 < hi
+    table = {m: bbl.bleu_by_length(srcs, h, refs, edges) for m, h in hyps.items()}
+    assert bbl.verdict(bbl.gaps(table), (lo, hi)).startswith("partly here")
+    assert bbl.growth_interval(srcs, {"bahdanau": refs}, refs, edges) is None

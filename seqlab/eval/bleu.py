@@ -44,6 +44,7 @@ __all__ = [
     "bucket_table",
     "corpus_bleu",
     "corpus_chrf",
+    "merge_sparse_tail",
     "plot_bleu_by_length",
     "score_corpus",
     "tokenization_warning",
@@ -183,16 +184,36 @@ def bucket_index(n_words: int, edges: Sequence[int] = LENGTH_EDGES) -> int:
     return len(edges)
 
 
+def merge_sparse_tail(
+    sources: Sequence[str], edges: Sequence[int] = LENGTH_EDGES, min_n: int = 30
+) -> tuple[int, ...]:
+    """``edges`` with the top edges dropped while the open-ended bucket (beyond the last
+    edge) holds fewer than ``min_n`` sources, so the longest bucket is not scored on a
+    handful of sentences (test2016 has 2 sources of 26+ words: 21–25 and 26+ become 21+).
+    Keeps at least one edge; ``min_n`` ≤ 0 keeps every edge."""
+    _bounds(edges)
+    lengths = [len(s.split()) for s in sources]
+    kept = list(edges)
+    while len(kept) > 1 and sum(n > kept[-1] for n in lengths) < min_n:
+        kept.pop()
+    return tuple(kept)
+
+
 def bleu_by_length(
     sources: Sequence[str],
     hyps: Sequence[str],
     refs: Sequence[str],
     edges: Sequence[int] = LENGTH_EDGES,
+    min_open_bucket: int = 0,
 ) -> list[LengthBucket]:
-    """Corpus scores of each source-length bucket (source words split on whitespace)."""
+    """Corpus scores of each source-length bucket (source words split on whitespace).
+    ``min_open_bucket`` > 0 first merges a sparse open-ended bucket into the one below
+    (:func:`merge_sparse_tail`)."""
     hyps, refs = _check(hyps, refs)
     if len(sources) != len(hyps):
         raise ValueError(f"{len(sources)} sources but {len(hyps)} hypotheses")
+    if min_open_bucket > 0:
+        edges = merge_sparse_tail(sources, edges, min_open_bucket)
     members: list[list[int]] = [[] for _ in range(len(edges) + 1)]
     for i, s in enumerate(sources):
         members[bucket_index(len(s.split()), edges)].append(i)

@@ -11,6 +11,7 @@ from seqlab.eval.bleu import (
     bucket_table,
     corpus_bleu,
     corpus_chrf,
+    merge_sparse_tail,
     plot_bleu_by_length,
     score_corpus,
     tokenization_warning,
@@ -89,6 +90,20 @@ def test_bleu_by_length_assigns_and_scores_each_bucket():
     assert buckets[1].bleu == expected
     table = bucket_table(buckets)
     assert "| 11-15 | 2 |" in table and "| 16-20 | 0 | – |" in table
+
+
+def test_sparse_open_bucket_merges_into_the_one_below():
+    sources = ["w " * 5] * 40 + ["w " * 22] * 31 + ["w " * 30] * 2
+    assert merge_sparse_tail(sources, (10, 15, 20, 25), 30) == (10, 15, 20)
+    assert merge_sparse_tail(sources, (10, 15, 20, 25), 2) == (10, 15, 20, 25)
+    assert merge_sparse_tail(sources, (10, 15, 20, 25), 0) == (10, 15, 20, 25)
+    # the 33 long ones (22 and 30 words) fill 21+; with min 34 it merges down to 11+ and
+    # then 1 edge is always kept
+    assert merge_sparse_tail(sources, (10, 15, 20, 25), 34) == (10,)
+    hyps = refs = ["a b c d"] * len(sources)
+    buckets = bleu_by_length(sources, hyps, refs, min_open_bucket=30)
+    assert [b.label for b in buckets] == ["1-10", "11-15", "16-20", "21+"]
+    assert [b.n for b in buckets] == [40, 0, 0, 33]
 
 
 def test_bucket_png_is_written(tmp_path):
