@@ -76,3 +76,29 @@ def test_depth_figure(tmp_path):
     }
     path = bench.plot_depth(curves, tmp_path / "fig" / "depth.png", mark=100)
     assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_a_depth_only_run_keeps_the_convnet_section(tmp_path):
+    """``--parts depth`` replaces the depth section and leaves the ConvNet numbers of an
+    earlier run (each section carries its own command line)."""
+    from benchmarks.translation import write_section
+
+    args = bench.parse_args(["--out", str(tmp_path / "results.md"), "--minutes", "3"])
+    digits = {"digits": {"accuracy": [98.0, 99.0], "updates": 10.0, "minutes": 1.0}}
+    first = bench.render_sections(digits, "python benchmarks/vision.py --parts digits", args)
+    assert list(first) == [bench.HEADING]
+    out = tmp_path / "results.md"
+    for heading, text in first.items():
+        write_section(out, text, heading)
+    curves = {
+        n: bench.read_curve(n, write_metrics(tmp_path / f"{n}.jsonl", [2.0, 1.0, 0.5], [0.3, 0.2]))
+        for n in bench.DEPTH_NETS
+    }
+    depth = {"depth": (curves, 2000, tmp_path / "depth.png")}
+    second = bench.render_sections(depth, "python benchmarks/vision.py --parts depth", args)
+    assert list(second) == [bench.DEPTH_HEADING]
+    for heading, text in second.items():
+        write_section(out, text, heading)
+    text = out.read_text()
+    assert "| digits 8×8, 2 folds of 5" in text and "--parts digits" in text
+    assert bench.DEPTH_HEADING in text and "--parts depth" in text
