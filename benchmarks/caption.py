@@ -6,7 +6,8 @@
 
 Trains the preset for ``--minutes`` of wall-clock time (``train.max_minutes``; the
 ``key=value`` overrides follow) into ``<runs-dir>/bench-caption``, loads the checkpoint of
-best validation BLEU-4 (scenes of the training compositions), and scores the held-out
+best validation ``train.early_stop_metric`` (the preset: attention localisation; scenes of
+the training compositions), and scores the held-out
 test scenes (every one holds a composition never seen in training): corpus BLEU-4
 (sacreBLEU, one reference) of greedy and beam captions (``task.test_beam``), exact match,
 and attention localisation (the share of generated colour/shape words whose attention
@@ -137,7 +138,7 @@ def render_section(
         f"Budget: {args.minutes:g} min of training (`train.max_minutes`); trained "
         f"{info['train_minutes']:.1f} min, {info['updates']} updates, "
         f"{info['params']:,} parameters; checkpoint `{info['checkpoint']}` (best validation "
-        f"BLEU-4); {info['wall_minutes']:.1f} min in all, evaluation included.",
+        f"{info['selected_by']}); {info['wall_minutes']:.1f} min in all, evaluation included.",
         "",
         f"Data: {info['data']}",
         "",
@@ -214,7 +215,7 @@ def main(argv: list[str] | None = None) -> dict[str, dict[str, float]]:
     run = api.train(
         args.preset, run_dir=run_dir, overrides=overrides, overwrite=True, quiet=not args.verbose
     )
-    loaded = api.load(run_dir)  # best validation BLEU-4
+    loaded = api.load(run_dir)  # best validation train.early_stop_metric
     valid = loaded.evaluate("valid")
     test = loaded.evaluate("test")
     figure = write_figure(loaded, Path(args.figure), args.n_figure)
@@ -225,6 +226,7 @@ def main(argv: list[str] | None = None) -> dict[str, dict[str, float]]:
         "updates": int(run.metrics["step"]),
         "params": sum(p.numel() for p in loaded.model.parameters()),
         "checkpoint": loaded.checkpoint.name,
+        "selected_by": cfg.train.early_stop_metric,
         "wall_minutes": (time.perf_counter() - t0) / 60.0,
         "signature": _bleu_signature(),
         "data": (
