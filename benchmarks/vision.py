@@ -39,6 +39,7 @@ from pathlib import Path
 import torch
 
 from seqlab import api
+from seqlab.inspect.claim_rules import depth_claim
 from seqlab.inspect.vision import (
     plot_feature_maps,
     plot_filters,
@@ -127,10 +128,11 @@ class Verdict:
     plain_degrades: bool
     resnet_keeps_up: bool
     lines: list[str]
+    resnet_beats_plain: bool = True
 
     @property
     def reproduced(self) -> bool:
-        return self.plain_degrades and self.resnet_keeps_up
+        return self.plain_degrades and self.resnet_keeps_up and self.resnet_beats_plain
 
 
 def depth_verdict(points: dict[str, tuple[float, float]], n_test: int, where: str) -> Verdict:
@@ -140,14 +142,17 @@ def depth_verdict(points: dict[str, tuple[float, float]], n_test: int, where: st
       plain net has both the higher training loss and the higher test error.
     * ResNet-56 better than or equal to ResNet-20 (Fig. 6 middle): test error of
       ResNet-56 ≤ that of ResNet-20.
+    * ResNet-56 trains better than plain-56: lower training loss.
+
+    The booleans are :func:`seqlab.inspect.claim_rules.depth_claim` (the rule of
+    ``seqlab report``); reproduced when all three hold.
 
     Each comparison also says whether the test-error difference exceeds
     :func:`noise_margin` (2 standard errors on n_test images).
     """
     (lp20, ep20), (lp56, ep56) = points["plain20"], points["plain56"]
     (lr20, er20), (lr56, er56) = points["resnet20"], points["resnet56"]
-    plain_ok = lp56 > lp20 and ep56 > ep20
-    res_ok = er56 <= er20
+    plain_ok, beats, res_ok, _ = depth_claim(points)  # the rule of seqlab report, one place
 
     def sig(a: float, b: float) -> str:
         m = noise_margin(a, b, n_test)
@@ -160,8 +165,10 @@ def depth_verdict(points: dict[str, tuple[float, float]], n_test: int, where: st
         f"- ResNet-56 better than or equal to ResNet-20 ({where}): test error "
         f"{100 * er56:.2f} % vs {100 * er20:.2f} % ({sig(er56, er20)}), training loss "
         f"{lr56:.4f} vs {lr20:.4f} → **{'yes' if res_ok else 'no'}**",
+        f"- ResNet-56 trains better than plain-56 ({where}): training loss {lr56:.4f} vs "
+        f"{lp56:.4f} → **{'yes' if beats else 'no'}**",
     ]
-    return Verdict(plain_ok, res_ok, lines)
+    return Verdict(plain_ok, res_ok, lines, beats)
 
 
 def plot_depth(curves: dict[str, Curve], path: Path, mark: int | None = None) -> Path:

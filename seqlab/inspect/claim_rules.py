@@ -175,12 +175,38 @@ def beam_vs_greedy(rec: Records) -> Claim:
     return _claim(key, statement, rule, verdict, why, rec, *sources)
 
 
+def depth_claim(
+    points: dict[str, tuple[float, float | None]],
+) -> tuple[bool, bool, bool, str]:
+    """The rule of "deeper plain nets train worse; ResNets do not" (He 2016, Fig. 1 and 6)
+    from (training loss, test error or None) of plain20, plain56, resnet20, resnet56 at one
+    point (equal updates). Shared by ``benchmarks/vision.py`` and ``seqlab report``.
+
+        A = plain-56 worse than plain-20: higher training loss and (when known) higher
+            test error
+        B = ResNet-56 trains better than plain-56: lower training loss
+        C = ResNet-56 no worse than ResNet-20: test error ≤ (training loss ≤ when the
+            errors are unknown)
+
+    Returns (A, B, C, verdict): reproduced when A, B and C; partly when B and one of A, C;
+    else not reproduced.
+    """
+    (lp20, ep20), (lp56, ep56) = points["plain20"], points["plain56"]
+    (lr20, er20), (lr56, er56) = points["resnet20"], points["resnet56"]
+    a = lp56 > lp20 and (ep56 is None or ep20 is None or ep56 > ep20)
+    b = lr56 < lp56
+    c = er56 <= er20 if er56 is not None and er20 is not None else lr56 <= lr20
+    verdict = REPRODUCED if a and b and c else PARTLY if b and (a or c) else NOT_REPRODUCED
+    return a, b, c, verdict
+
+
 def deep_plain_nets(rec: Records) -> Claim:
     key, statement = "depth", "Deeper plain nets train worse; ResNets do not"
     rule = (
-        "from vision-depth.json (MNIST, training loss at equal updates): A = plain-56 loss > "
-        "plain-20 loss; B = ResNet-56 loss < plain-56 loss; C = ResNet-56 loss ≤ ResNet-20 "
-        "loss. Reproduced: A, B and C; partly: B and one of A, C; else not reproduced."
+        "from vision-depth.json (MNIST, at equal updates): A = plain-56 training loss and test "
+        "error > plain-20's; B = ResNet-56 training loss < plain-56's; C = ResNet-56 test "
+        "error ≤ ResNet-20's. Reproduced: A, B and C; partly: B and one of A, C; else not "
+        "reproduced (the rule of benchmarks/vision.py)."
     )
     data = rec.json("vision-depth.json")
     cmd = _cmd(data or {}, VISION)
@@ -206,16 +232,17 @@ def deep_plain_nets(rec: Records) -> Claim:
                 f"{spread('resnet-56'):.2g}: context only, not the claim.)"
             )
         return _claim(key, statement, rule, NOT_HERE, why, rec, *sources)
-    loss = {n: nets[n]["train_loss_at_step"] for n in nets}
-    a = loss["plain56"] > loss["plain20"]
-    b = loss["resnet56"] < loss["plain56"]
-    c = loss["resnet56"] <= loss["resnet20"]
-    verdict = REPRODUCED if a and b and c else PARTLY if b and (a or c) else NOT_REPRODUCED
+    points = {n: (nets[n]["train_loss_at_step"], nets[n].get("test_error_at_step")) for n in nets}
+    a, b, c, verdict = depth_claim(points)
+
+    def fmt(n: str) -> str:
+        loss, err = points[n]
+        return f"{loss:.4f}" + ("" if err is None else f" / {100 * err:.2f} %")
+
     why = (
-        f"training loss at {data.get('step')} updates: plain-20 {loss['plain20']:.4f}, "
-        f"plain-56 {loss['plain56']:.4f}, ResNet-20 {loss['resnet20']:.4f}, ResNet-56 "
-        f"{loss['resnet56']:.4f} (A {'yes' if a else 'no'}, B {'yes' if b else 'no'}, "
-        f"C {'yes' if c else 'no'})."
+        f"training loss / test error at {data.get('step')} updates: plain-20 {fmt('plain20')}, "
+        f"plain-56 {fmt('plain56')}, ResNet-20 {fmt('resnet20')}, ResNet-56 {fmt('resnet56')} "
+        f"(A {'yes' if a else 'no'}, B {'yes' if b else 'no'}, C {'yes' if c else 'no'})."
     )
     return _claim(key, statement, rule, verdict, why, rec, *sources)
 
