@@ -69,7 +69,14 @@ DERIVED: dict[str, tuple[str, dict[str, dict[str, Any]], tuple[str, ...]]] = {
     "shakespeare-char-nanogpt": (
         "shakespeare-char-transformer",
         {
-            "model": {"layers": 4, "d_model": 128, "n_heads": 4, "d_ff": 512, "context": 64},
+            "model": {
+                "layers": 4,
+                "d_model": 128,
+                "n_heads": 4,
+                "d_ff": 512,
+                "context": 64,
+                "dropout": 0.0,
+            },
             "task": {"bptt": 64, "batch_size": 12, "random_offset": True},
             "schedule": {"warmup": 100},
         },
