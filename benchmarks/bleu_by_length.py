@@ -116,8 +116,7 @@ def growth_interval(
         gap(rng.choices(long_, k=len(long_))) - gap(rng.choices(short, k=len(short)))
         for _ in range(n_boot)
     )
-    lo, hi = growth[int(0.025 * (n_boot - 1))], growth[int(round(0.975 * (n_boot - 1)))]
-    return lo, hi
+    return growth[round(0.025 * (n_boot - 1))], growth[round(0.975 * (n_boot - 1))]
 
 
 def verdict(g: list[float | None] | None, ci: tuple[float, float] | None = None) -> str:
@@ -189,13 +188,14 @@ def main(argv: list[str] | None = None) -> str:
     png.parent.mkdir(parents=True, exist_ok=True)
     plot_bleu_by_length(table, png, title="Multi30k test2016 de→en, beam 5")
     text = bucket_table(table)
-    said = verdict(gaps(table), ci)
+    lead = gaps(table)
+    said = verdict(lead, ci)
     command = shlex.join(["python", "benchmarks/bleu_by_length.py", *argv])
     sidecar = {  # the numbers for seqlab report (docs/claims.md), next to the PNG
         "command": command,
         "no_attention": list(NO_ATTENTION),
         "models": {m: [dataclasses.asdict(b) for b in bs] for m, bs in table.items()},
-        "gaps": gaps(table),
+        "gaps": lead,
         "growth_ci": list(ci) if ci is not None else None,
         "bootstrap": args.bootstrap,
         "verdict": said,

@@ -127,8 +127,8 @@ def noise_margin(e1: float, e2: float, n_test: int) -> float:
 class Verdict:
     plain_degrades: bool
     resnet_keeps_up: bool
+    resnet_beats_plain: bool
     lines: list[str]
-    resnet_beats_plain: bool = True
 
     @property
     def reproduced(self) -> bool:
@@ -168,7 +168,7 @@ def depth_verdict(points: dict[str, tuple[float, float]], n_test: int, where: st
         f"- ResNet-56 trains better than plain-56 ({where}): training loss {lr56:.4f} vs "
         f"{lp56:.4f} → **{'yes' if beats else 'no'}**",
     ]
-    return Verdict(plain_ok, res_ok, lines, beats)
+    return Verdict(plain_ok, res_ok, beats, lines)
 
 
 def plot_depth(curves: dict[str, Curve], path: Path, mark: int | None = None) -> Path:
@@ -395,6 +395,26 @@ def _convnet_section(results: dict[str, object], command: str, args: argparse.Na
     return "\n".join(parts).rstrip("\n")
 
 
+def depth_training_text() -> str:
+    """The depth presets' shared optimiser, schedule and batch, read from the presets; one
+    text for all four (SystemExit when they differ: the comparison needs them equal)."""
+    texts = set()
+    for net in DEPTH_NETS:
+        cfg = api.resolve_config(ROOT / "configs" / f"mnist-{net}.yaml")
+        o, warmup = cfg.train.optim, getattr(cfg.schedule_cfg, "warmup", 0)
+        opt = f"SGD momentum {o.momentum:g}" if o.name == "momentum" else o.name
+        lr = f"η = {o.lr:g} ({cfg.schedule})"
+        if warmup:
+            lr += f" after a {warmup}-update linear warmup"
+        texts.add(
+            f"{opt}, {lr}, weight decay {o.weight_decay:g}, "
+            f"batches of {cfg.train.batch.max_sentences}"
+        )
+    if len(texts) != 1:
+        raise SystemExit(f"the depth presets must train alike; they differ: {sorted(texts)}")
+    return texts.pop()
+
+
 def _depth_section(
     depth: tuple[dict[str, Curve], int, Path], command: str, args: argparse.Namespace
 ) -> str:
@@ -411,9 +431,8 @@ def _depth_section(
     )
     parts += [
         f"Each net trained for {args.minutes:g} min of wall clock (`train.max_minutes`) "
-        "with the same data, optimiser (SGD momentum 0.9, η = 0.1 after a 200-update linear "
-        "warmup, weight decay 1e-4, batches of 128) and evaluation; the deeper nets take "
-        "fewer updates in that time, so the verdict is computed at equal updates "
+        f"with the same data, optimiser ({depth_training_text()}) and evaluation; the deeper "
+        "nets take fewer updates in that time, so the verdict is computed at equal updates "
         f"({s_star}, the last evaluation all four reached; training loss averaged over "
         "the last 10 % of updates, test error over the last 3 evaluations) and, for "
         "reference, at the end of each budget.",
@@ -497,6 +516,7 @@ def main(argv: list[str] | None = None) -> dict[str, object]:
     if "digits" in args.parts:
         results["digits"] = run_digits(args)
     if "depth" in args.parts:
+        depth_training_text()  # the four presets train alike, checked before the long runs
         curves, n_test = run_depth(args)
         fig = plot_depth(curves, Path(args.figures) / "depth.png", common_step(curves))
         results["depth"] = (curves, n_test, fig)

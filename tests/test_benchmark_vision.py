@@ -102,3 +102,10 @@ def test_a_depth_only_run_keeps_the_convnet_section(tmp_path):
     text = out.read_text()
     assert "| digits 8×8, 2 folds of 5" in text and "--parts digits" in text
     assert bench.DEPTH_HEADING in text and "--parts depth" in text
+
+
+def test_the_depth_text_is_read_from_the_four_presets():
+    assert bench.depth_training_text() == (
+        "SGD momentum 0.9, η = 0.1 (constant) after a 200-update linear warmup, "
+        "weight decay 0.0001, batches of 128"
+    )

@@ -204,16 +204,13 @@ def bleu_by_length(
     hyps: Sequence[str],
     refs: Sequence[str],
     edges: Sequence[int] = LENGTH_EDGES,
-    min_open_bucket: int = 0,
 ) -> list[LengthBucket]:
     """Corpus scores of each source-length bucket (source words split on whitespace).
-    ``min_open_bucket`` > 0 first merges a sparse open-ended bucket into the one below
-    (:func:`merge_sparse_tail`)."""
+    Pass ``merge_sparse_tail(sources, edges, n)`` as ``edges`` to merge a sparse open-ended
+    bucket into the one below."""
     hyps, refs = _check(hyps, refs)
     if len(sources) != len(hyps):
         raise ValueError(f"{len(sources)} sources but {len(hyps)} hypotheses")
-    if min_open_bucket > 0:
-        edges = merge_sparse_tail(sources, edges, min_open_bucket)
     members: list[list[int]] = [[] for _ in range(len(edges) + 1)]
     for i, s in enumerate(sources):
         members[bucket_index(len(s.split()), edges)].append(i)

@@ -101,7 +101,7 @@ def test_sparse_open_bucket_merges_into_the_one_below():
     # then 1 edge is always kept
     assert merge_sparse_tail(sources, (10, 15, 20, 25), 34) == (10,)
     hyps = refs = ["a b c d"] * len(sources)
-    buckets = bleu_by_length(sources, hyps, refs, min_open_bucket=30)
+    buckets = bleu_by_length(sources, hyps, refs, merge_sparse_tail(sources, (10, 15, 20, 25)))
     assert [b.label for b in buckets] == ["1-10", "11-15", "16-20", "21+"]
     assert [b.n for b in buckets] == [40, 0, 0, 33]
 
