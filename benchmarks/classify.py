@@ -13,9 +13,11 @@ score fold k (the test fold) and predict the contrast set. The MR protocol's num
 the mean ± standard deviation (n − 1) of the 10 test-fold accuracies.
 
 The tables go to stdout and replace the section ``## Sentiment (MR)`` of ``--out``
-(other sections are kept): accuracy per model, and the contrast set — per sentence, how
-many of a model's fold models label it correctly — marking the sentences the averaged
-model gets wrong and a recurrent model right (notes 003).
+(other sections are kept). Models not run now keep their rows from the last sidecar
+(``docs/figures/sentiment-mr.json``) when it used the same k-fold split and contrast set,
+each row under the command that made it. Two tables: accuracy per model, and the contrast
+set — per sentence, how many of a model's fold models label it correctly — marking the
+sentences the averaged model gets wrong and a recurrent model right (notes 003).
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import datetime
+import json
 import os
 import platform
 import shlex
@@ -68,6 +71,7 @@ class Result:
     updates: list[int] = field(default_factory=list)
     contrast_right: list[int] = field(default_factory=list)
     wall_minutes: float = 0.0
+    command: str = ""
 
     @property
     def mean(self) -> float:
@@ -179,21 +183,47 @@ def machine_description() -> str:
     )
 
 
+def earlier_results(
+    sidecar: Path, models_now: list[str], n_folds: int, contrast: list[ContrastItem]
+) -> list[Result]:
+    """The results of an earlier invocation (its sidecar JSON) for the models not run now,
+    so that separate invocations build up one table. Kept only when the earlier run used
+    the same k-fold split and the same contrast set (otherwise the rows would not compare).
+    """
+    if not sidecar.is_file():
+        return []
+    data = json.loads(sidecar.read_text(encoding="utf-8"))
+    if data.get("n_folds", n_folds) != n_folds:
+        return []
+    if data.get("contrast", []) != [dataclasses.asdict(c) for c in contrast]:
+        return []
+    names = {f.name for f in dataclasses.fields(Result)}
+    kept = []
+    for m in data.get("models", []):
+        r = Result(**{k: v for k, v in m.items() if k in names})
+        if r.model not in models_now and r.accuracy:
+            r.command = r.command or data.get("command", "")
+            kept.append(r)
+    return kept
+
+
 def render_section(
     results: list[Result], contrast: list[ContrastItem], command: str, args: argparse.Namespace
 ) -> str:
     best = max(results, key=lambda r: r.mean)
-    total = sum(r.wall_minutes for r in results)
+    total = sum(r.wall_minutes for r in results if r.command == command)
     met = "met" if best.mean >= BEST_TARGET else "**not met**"
-    parts = [
-        HEADING,
-        "",
-        f"Command: `{command}`",
-        "",
+    commands = list(dict.fromkeys(r.command or command for r in results))
+    parts = [HEADING, ""]
+    for c in commands:
+        models = ", ".join(f"`{r.model}`" for r in results if (r.command or command) == c)
+        parts += [f"Command ({models}): `{c}`", ""]
+    parts += [
         f"Machine: {machine_description()}. Date: {datetime.date.today().isoformat()}. "
-        f"Budget: {args.minutes_per_fold:g} min of training per fold (`train.max_minutes`; "
-        f"early stopping on validation accuracy may end a fold sooner); {total:.1f} min in "
-        "all, evaluation included.",
+        f"Budget of this command: {args.minutes_per_fold:g} min of training per fold "
+        "(`train.max_minutes`; early stopping on validation accuracy may end a fold sooner); "
+        f"{total:.1f} min in all, evaluation included. Rows of earlier commands are kept from "
+        "`docs/figures/sentiment-mr.json`.",
         "",
         f"{args.n_folds}-fold cross-validation (seeded, stratified; `seqlab.data.mr.kfold`), "
         "each fold scored with the checkpoint of best validation accuracy (10 % of the other "
@@ -284,7 +314,7 @@ def main(argv: list[str] | None = None) -> list[Result]:
         api.resolve_config(preset_path(model), overrides_for(model, args.overrides, args.n_folds))
     results = []
     for model in args.models:
-        result, t0 = Result(model), time.perf_counter()
+        result, t0 = Result(model, command=command), time.perf_counter()
         for fold in range(args.folds):
             run_fold(
                 model,
@@ -305,18 +335,23 @@ def main(argv: list[str] | None = None) -> list[Result]:
         result.wall_minutes = (time.perf_counter() - t0) / 60.0
         print(f"[{model}] {result.mean:.1f} ± {result.std:.1f} % over {result.folds} folds")
         results.append(result)
+    out = Path(args.out)
+    sidecar_path = out.parent / "figures" / "sentiment-mr.json"
+    earlier = earlier_results(sidecar_path, args.models, args.n_folds, contrast)
+    order = {m: i for i, m in enumerate(MODELS)}
+    results = sorted(earlier + results, key=lambda r: order.get(r.model, len(order)))
     print(accuracy_table(results, args.n_folds))
     if contrast:
         print(contrast_table(results, contrast))
-    out = Path(args.out)
     write_section(out, render_section(results, contrast, command, args))
     sidecar = {  # the numbers for seqlab report (docs/claims.md)
         "command": command,
+        "n_folds": args.n_folds,
         "recurrent": list(RECURRENT),
         "contrast": [dataclasses.asdict(c) for c in contrast],
         "models": [dataclasses.asdict(r) for r in results],
     }
-    path = write_json(out.parent / "figures" / "sentiment-mr.json", sidecar)
+    path = write_json(sidecar_path, sidecar)
     print(f"wrote {out} ({HEADING[3:]}) and {path}")
     return results
 
