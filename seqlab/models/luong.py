@@ -54,6 +54,7 @@ class LuongConfig:
     dropout: float = 0.2
     tie_output: bool = False
     init_range: float = 0.1
+    forget_bias: float | None = None  # None: b_f ~ U(−r, r) like every weight (the paper)
 
     def __post_init__(self) -> None:
         check_config(self, layers="layers", tied="hidden_size")
@@ -125,7 +126,7 @@ class Luong(RNNEncoderDecoder):
         self.decoder = Recurrent("lstm", dec_in, H, L, dropout=cfg.dropout)
         self.attention = Attention(query_dim=H, key_dim=H, score=cfg.score)
         self.W_c = nn.Linear(2 * H, H, bias=False)  # h̃_t = tanh(W_c [c_t; h_t])
-        init_uniform_(self, cfg.init_range)
+        init_uniform_(self, cfg.init_range, cfg.forget_bias)
 
     def encode(self, src: Tensor, src_mask: Tensor) -> LuongMemory:
         h_bar, (h_n, c_n) = self.encoder(self.embed_source(src), lengths_of(src_mask))

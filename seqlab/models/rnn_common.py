@@ -33,7 +33,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from seqlab.nn.attention import AdditiveScore
-from seqlab.nn.cells import GRUCell
+from seqlab.nn.cells import GRUCell, LSTMCell
 from seqlab.nn.embedding import Embedding
 from seqlab.nn.recurrent import Recurrent
 
@@ -248,12 +248,20 @@ def zero_padding_rows_(model: RNNEncoderDecoder) -> None:
 
 
 @torch.no_grad()
-def init_uniform_(model: RNNEncoderDecoder, init_range: float) -> None:
+def init_uniform_(
+    model: RNNEncoderDecoder, init_range: float, forget_bias: float | None = None
+) -> None:
     """Every parameter ~ U(−r, r) (Sutskever 2014 §3.4: r = 0.08; Luong 2015 §4.1: r = 0.1);
-    padding rows of the embeddings stay zero."""
+    padding rows of the embeddings stay zero. With ``forget_bias`` (not in those papers;
+    Gers et al. 2000, Jozefowicz et al. 2015: 1) every LSTM forget-gate bias b_f then starts
+    at that value, so Γf ≈ σ(b_f) keeps the cell state from the first update."""
     for p in model.parameters():
         p.uniform_(-init_range, init_range)
     zero_padding_rows_(model)
+    if forget_bias is not None:
+        for m in model.modules():
+            if isinstance(m, LSTMCell) and m.b_f is not None:
+                m.b_f.fill_(forget_bias)
 
 
 @torch.no_grad()

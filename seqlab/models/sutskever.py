@@ -56,6 +56,7 @@ class SutskeverConfig:
     reverse_source: bool = True
     tie_output: bool = False
     init_range: float = 0.08
+    forget_bias: float | None = None  # None: b_f ~ U(−r, r) like every weight (the paper)
 
     def __post_init__(self) -> None:
         check_config(self, layers="layers", tied="hidden_size")
@@ -92,7 +93,7 @@ class Sutskever(RNNEncoderDecoder):
         self.cfg = cfg
         self.encoder = Recurrent("lstm", E, H, L, dropout=cfg.dropout)
         self.decoder = Recurrent("lstm", E, H, L, dropout=cfg.dropout)
-        init_uniform_(self, cfg.init_range)
+        init_uniform_(self, cfg.init_range, cfg.forget_bias)
 
     def encode(self, src: Tensor, src_mask: Tensor) -> SutskeverState:
         lengths = lengths_of(src_mask)  # (B,)

@@ -407,3 +407,19 @@ def test_bad_configs_are_rejected_with_the_field_name(name, layers, tied):
         cls(dropout=1.0)
     with pytest.raises(ValueError, match=f"tie_output needs {tied} == emb_dim"):
         cls(tie_output=True, emb_dim=8, **{tied: 16})
+
+
+@pytest.mark.parametrize("name", ["luong", "sutskever"])
+def test_forget_bias_option_sets_every_lstm_forget_gate_after_the_uniform_init(name):
+    from seqlab.nn.cells import LSTMCell
+
+    paper, _ = build(name, init_range=0.1)
+    biased, _ = build(name, init_range=0.1, forget_bias=1.0)
+    cells = [m for m in biased.modules() if isinstance(m, LSTMCell)]
+    assert len(cells) >= 2  # encoder and decoder layers
+    for cell in cells:
+        assert torch.equal(cell.b_f, torch.ones_like(cell.b_f))
+    for cell in (m for m in paper.modules() if isinstance(m, LSTMCell)):  # the paper: U(−r, r)
+        assert cell.b_f.abs().max() <= 0.1 and cell.b_f.abs().max() > 0.0
+    others = [p for n, p in biased.named_parameters() if not n.endswith("b_f")]
+    assert max(float(p.detach().abs().max()) for p in others) <= 0.1
