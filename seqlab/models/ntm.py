@@ -19,11 +19,14 @@ One NTM step t (paper §3, Figure 1; the order of Collier & Beel 2018):
     M_t = M_{t−1} ∘ ∏_h (1 − w^h eᵀ) + Σ_h w^h aᵀ           eq. 3–4
     y_t = W_y [h_t ; r_t] + b_y                           logits of the bits
 
-Initial state (Collier & Beel 2018, the stable recipe): memory M_0 constant 1e-6
-(``memory_init="constant"``; ``"learned"`` trains M_0 = tanh(P) instead), learned initial
-read vectors r_0 = tanh(b_r) and weightings w_0 = softmax(b_w) (biases shared by the batch),
-controller state zero. Because a constant memory makes content addressing uniform, the
-random initial b_w is what first breaks the symmetry between locations.
+Initial state (Collier & Beel 2018, the stable recipe): memory M_0 starts at the constant
+1e-6 and is trained (``memory_init="constant"``: their ``init_M`` is a trainable variable;
+``"learned"`` trains M_0 = tanh(P) from P ~ U(−a, a) instead), learned initial read vectors
+r_0 = tanh(b_r) and weightings w_0 = softmax(b_w) (biases shared by the batch), controller
+state zero. A constant M_0 makes content addressing uniform at first; the random b_w and
+the gradient on M_0 (different for every row once the weightings differ; Adam scales it
+up) break the symmetry between locations. A frozen M_0 leaves only b_w, and the copy task
+then learns the memory far more slowly (docs/ntm.md).
 """
 
 from __future__ import annotations
@@ -96,7 +99,7 @@ class NTMConfig:
     """``controller_size`` D and ``controller_layers`` L of the LSTM controller;
     ``n_read_heads`` H_r, ``n_write_heads`` H_w; memory of ``memory_n`` N rows of width
     ``memory_w`` W (the paper's 128 × 20); shifts −R … R with R = ``shift_range``;
-    ``memory_init`` constant (``memory_init_value``, not trained) or learned;
+    ``memory_init`` constant (starts at ``memory_init_value``, then trained) or learned;
     ``init_bias_scale`` bounds the U(−a, a) initialisation of the learned r_0 / w_0 biases
     (and P of a learned M_0); ``fused_controller`` steps the LSTM with torch's fused cell
     (the same function as ``seqlab.nn.cells.LSTMCell``, tested)."""
@@ -166,13 +169,13 @@ class NTM(nn.Module):
         self.w0_bias = nn.Parameter(torch.empty(H_r + H_w, N).uniform_(-a, a))  # (H, N)
         if cfg.memory_init == "learned":
             self.M0_param = nn.Parameter(torch.empty(N, W).uniform_(-a, a))  # (N, W)
-        else:
-            self.register_buffer("M0_const", torch.full((N, W), cfg.memory_init_value))
+        else:  # trained from the constant, as Collier & Beel's code (not a frozen buffer)
+            self.M0_const = nn.Parameter(torch.full((N, W), cfg.memory_init_value))  # (N, W)
 
     # -- state --------------------------------------------------------------------------
 
     def initial_memory(self) -> Tensor:
-        """M_0: constant, or tanh(P) when learned.  Shape (N, W)."""
+        """M_0: the trained constant-initialised rows, or tanh(P) when learned.  Shape (N, W)."""
         if self.cfg.memory_init == "learned":
             return torch.tanh(self.M0_param)  # (N, W)
         return self.M0_const

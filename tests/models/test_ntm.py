@@ -50,12 +50,20 @@ def test_forward_shapes_simplex_and_every_parameter_gets_a_gradient(kw):
         assert p.grad is not None and p.grad.abs().sum() > 0, name
 
 
-def test_constant_memory_is_not_trained_and_starts_at_1e_6():
+def test_constant_memory_starts_at_1e_6_and_is_trained():
+    """Collier & Beel's constant M_0 is a trainable variable: its rows get different
+    gradients, so one Adam step already tells the locations apart. (A frozen constant left
+    content addressing uniform, and the copy task learned far more slowly.)"""
+    torch.manual_seed(0)
     model, _ = build()
-    assert not any("M0" in n for n, _ in model.named_parameters())
+    M0 = dict(model.named_parameters())["M0_const"]
     state = model.init_state(2)
     assert torch.equal(state.M, torch.full((2, 8, 6), 1e-6))
     torch.testing.assert_close(state.w.sum(-1), torch.ones(2, 2), atol=1e-6, rtol=0)
+    model(torch.rand(3, 7, D_IN)).logits.square().sum().backward()
+    assert M0.grad is not None and (M0.grad - M0.grad.mean(0)).abs().max() > 0
+    torch.optim.Adam([M0], lr=1e-3).step()
+    assert M0.std(0).max() > 1e-4  # the rows now differ: content addressing can use them
 
 
 @pytest.mark.parametrize("kw", [{}, {"n_read_heads": 2, "controller_layers": 2}])
