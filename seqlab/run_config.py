@@ -9,6 +9,9 @@ a registered entry whose config dataclass types the rest of the section::
     train:    {max_steps: 2000, optim: {name: adam, lr: 1.0e-3}}
 
 Values flow dataclass defaults → preset → dotted overrides (``model.d_model=128``).
+An override that names another entry (``schedule.name=cosine`` on an ``inverse_sqrt``
+preset) starts that section afresh: the preset's fields of the old name are dropped, and
+the section's other overrides apply in any order (``schedule.warmup=200``).
 Every key is checked (closest valid name, file and line) and every value typed.
 """
 
@@ -156,8 +159,12 @@ def resolve_run(
                 f"{where}: unknown section '{key}'.{closest_hint(key, list(SECTIONS))} "
                 f"Sections: {', '.join(SECTIONS)}"
             )
-    for text in overrides:
-        path, value = parse_override(text)
+    parsed = [(text, *parse_override(text)) for text in overrides]
+    for _, path, value in parsed:  # another schedule / model / task: its own fields only
+        named = len(path) == 2 and path[1] == "name" and SECTIONS.get(path[0], (None,))[0]
+        if named and str(value) != str((data.get(path[0]) or {}).get("name")):
+            data[path[0]] = {}  # the preset's fields belong to the replaced name
+    for text, path, value in parsed:
         if path[0] not in SECTIONS:
             raise ConfigError(
                 f"override '{text}': unknown section '{path[0]}'."

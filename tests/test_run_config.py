@@ -47,3 +47,25 @@ def test_unknown_name_section_and_type_errors():
         resolve_run({"model": {"name": "transformer"}})
     with pytest.raises(ConfigError, match="divisible"):
         resolve_run(base, ["model.d_model=30"])
+
+
+def test_overriding_the_schedule_name_drops_the_old_schedules_fields():
+    """The preset's inverse_sqrt ``variant`` means nothing to cosine: naming another
+    schedule starts the section afresh, and its other overrides apply in any order."""
+    preset = {
+        "task": {"name": "algorithmic"},
+        "model": {"name": "transformer", "d_model": 64},
+        "schedule": {"name": "inverse_sqrt", "variant": "fairseq", "warmup": 100},
+    }
+    for overrides in (
+        ["schedule.name=cosine", "schedule.warmup=200", "schedule.total_steps=0"],
+        ["schedule.total_steps=0", "schedule.warmup=200", "schedule.name=cosine"],
+    ):
+        cfg = resolve_run(preset, overrides)
+        assert cfg.schedule == "cosine" and cfg.schedule_cfg.warmup == 200
+        assert cfg.schedule_cfg.total_steps == 0
+    same = resolve_run(preset, ["schedule.name=inverse_sqrt", "schedule.warmup=50"])
+    assert same.schedule_cfg.variant == "fairseq" and same.schedule_cfg.warmup == 50
+    assert resolve_run(preset, ["model.n_heads=8"]).model_cfg.d_model == 64
+    with pytest.raises(ConfigError, match="variant"):  # a field of the old name stays wrong
+        resolve_run(preset, ["schedule.name=cosine", "schedule.variant=fairseq"])
