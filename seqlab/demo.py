@@ -2,7 +2,7 @@
 
 ``seqlab demo`` (what ``make demo`` runs):
 1. the notes' worked examples recomputed by ``seqlab.nn`` beside the notes' numbers;
-2. the small Transformer of ``configs/multi30k-transformer.yaml`` trained de→en on the
+2. the small Transformer of ``configs/multi30k-transformer-15min.yaml`` trained de→en on the
    shipped Multi30k within a time budget (bf16 where the CPU has it), then the test2016
    sacreBLEU scores with beam 5, five translations beside their references, and an
    attention heatmap PNG.

@@ -1,7 +1,8 @@
 """The translation part of ``seqlab demo``: train, score, translate, show attention.
 
-Trains ``configs/multi30k-transformer.yaml`` (de→en, shipped Multi30k) for a wall-clock
-budget, scores test2016 with beam 5 (sacreBLEU: cased, lowercase 13a — the number
+Trains ``configs/multi30k-transformer-15min.yaml`` (de→en, shipped Multi30k: the small
+Transformer with dropout 0, a cosine decay fitted to the budget and length penalty 1.0)
+for a wall-clock budget, scores test2016 with beam 5 (sacreBLEU: cased, lowercase 13a — the number
 comparable to published tables — and chrF), prints five test translations beside their
 references and writes the cross-attention heatmap of the first one.
 """
@@ -16,7 +17,7 @@ from seqlab.data.multi30k import file_name, locate_multi30k
 from seqlab.data.readers import read_lines
 from seqlab.inspect.attention import plot_attention
 
-PRESET = "multi30k-transformer.yaml"
+PRESET = "multi30k-transformer-15min.yaml"
 N_EXAMPLES = 5
 
 
