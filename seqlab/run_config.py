@@ -75,6 +75,7 @@ class TrainConfig:
     threads: int | None = None
     progress: bool = True
     tensorboard: bool = False
+    init_from: str | None = None  # warm start: a run dir or checkpoint (weights + tokenizer)
 
     def __post_init__(self) -> None:
         for name in ("max_steps", "accum_steps", "log_every", "valid_every", "save_every"):

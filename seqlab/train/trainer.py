@@ -40,7 +40,7 @@ from seqlab.train.optim import build_optimizer
 from seqlab.train.precision import autocast_context, make_grad_scaler, resolve_precision
 from seqlab.train.progress import Progress
 from seqlab.train.rng import seed_everything
-from seqlab.train.run_dir import RunDir
+from seqlab.train.run_dir import RunDir, find_checkpoint
 from seqlab.train.schedules import budget_total_steps, build_schedule
 from seqlab.train.steps import accumulate_gradients, apply_update
 from seqlab.train.trainer_io import LogWindow
@@ -144,9 +144,12 @@ class Trainer:
         elif resume:
             raise SeqlabError("resume needs a run directory")
         meta = load_checkpoint(ckpt) if ckpt is not None else None
+        warm = None  # train.init_from: weights and tokenizer of another run, nothing else
+        if meta is None and t.init_from is not None:
+            warm = load_checkpoint(find_checkpoint(t.init_from, "best"))
 
         # Rank 0 prepares the task first (it may train a tokenizer); the others reuse its state.
-        saved_tok = meta.tokenizer_state if meta is not None else None
+        saved_tok = (meta or warm).tokenizer_state if (meta or warm) is not None else None
 
         def prepare_main() -> Any:
             self.task = build_task(cfg, data_dir, saved_tok)
@@ -157,6 +160,8 @@ class Trainer:
             self.task = build_task(cfg, data_dir, tok_state)
 
         self.model = build_model(cfg, self.task).to(self.device)
+        if warm is not None:
+            self.warm_started = trainer_io.warm_start(self.model, warm.path, self.device)
         seed_everything(_rank_seed(t.seed, dist.rank), deterministic=t.deterministic)
         self.optimizer = build_optimizer(self.model, t.optim)
         self.schedule = build_schedule(self.optimizer, cfg.schedule, cfg.schedule_cfg)

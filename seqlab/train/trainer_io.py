@@ -175,6 +175,34 @@ def save_step(tr: Trainer) -> Path | None:
     return path
 
 
+def warm_start(model: torch.nn.Module, path: Path, device: Any) -> list[str]:
+    """``train.init_from``: copy the weights of the checkpoint at ``path`` into ``model``
+    (fairseq's ``--restore-file`` with ``--reset-optimizer``): optimizer, schedule, step and
+    data order start afresh. Parameters the checkpoint lacks keep their initialisation (e.g.
+    See et al. 2017's coverage weight w_c, added for a last training phase) and are
+    returned; a checkpoint parameter the model lacks, or one of another shape, is an error.
+    """
+    from seqlab.train.checkpoint import read_checkpoint
+
+    _, tensors = read_checkpoint(path, device)
+    state = {k[len("model.") :]: v for k, v in tensors.items() if k.startswith("model.")}
+    own = model.state_dict()
+    extra = sorted(set(state) - set(own))
+    wrong = [
+        f"{k} {tuple(v.shape)} vs {tuple(own[k].shape)}"
+        for k, v in state.items()
+        if k in own and v.shape != own[k].shape
+    ]
+    if extra or wrong:
+        raise SeqlabError(
+            f"train.init_from={path}: the checkpoint does not fit this model — not in the "
+            f"model: {extra[:5]}; other shapes: {wrong[:5]}. Warm-start only from a run "
+            "of the same architecture (new parameters may be added, none removed or resized)"
+        )
+    missing, _ = model.load_state_dict(state, strict=False)
+    return sorted(missing)
+
+
 def announce(tr: Trainer) -> None:
     """The start lines (run dir, data, model, device, effective batch) and ``start`` event."""
     t, d = tr.cfg.train, tr.dist
@@ -185,6 +213,13 @@ def announce(tr: Trainer) -> None:
     where = f"run dir {tr.run.root}" if tr.run else "no run dir (nothing is saved)"
     resumed = f", resumed at step {tr.step}" if tr.step else ""
     echo(f"seqlab: {where}{resumed}", always=True)
+    if t.init_from is not None and not tr.step:
+        new = getattr(tr, "warm_started", [])
+        echo(
+            f"seqlab: weights and tokenizer from {t.init_from} (optimizer, schedule and step "
+            f"start afresh); new parameters: {', '.join(new) if new else 'none'}",
+            always=True,
+        )
     describe = getattr(tr.batcher, "describe", None)  # a task's own batcher says what it reads
     data = (
         describe()

@@ -194,6 +194,17 @@ def test_benchmark_sidecar_rules(repo):
     assert cost.dot_vs_additive(rec).verdict == "reproduced"
     _write(repo, "bleu-by-length.json", {"gaps": [3.0, 2.0, -1.0]})
     assert attention_long_sentences(Records(repo)).verdict == "not reproduced"
+    rows = [  # with the equal-budget control plain+, coverage is compared with it
+        {"variant": "plain", "metrics": {"repeat_trigram": 4.0}},
+        {"variant": "plain+", "metrics": {"repeat_trigram": 3.0}},
+        {"variant": "coverage", "metrics": {"repeat_trigram": 2.0}},
+    ]
+    _write(repo, "pointer-generator.json", {"rows": rows})
+    assert coverage_repetition(Records(repo)).verdict == "reproduced"
+    assert "3.00 % without coverage" in coverage_repetition(Records(repo)).why
+    rows[1]["metrics"]["repeat_trigram"] = 1.5  # training on did more than coverage
+    _write(repo, "pointer-generator.json", {"rows": rows})
+    assert coverage_repetition(Records(repo)).verdict == "not reproduced"
 
 
 def test_transformer_cost_needs_a_gpu_record_for_the_training_half(repo):
