@@ -138,6 +138,18 @@ def format_tables(rows: list[Row]) -> str:
     return "\n".join(lines)
 
 
+def embeddings_note(command: str) -> str:
+    """What initialised the word embeddings, read from the command's overrides."""
+    paths = [a.split("=", 1)[1] for a in shlex.split(command) if "embeddings_path=" in a]
+    if not paths:
+        return "Random word embeddings (no external vectors)."
+    return (
+        f"Word embeddings initialised from `{paths[0]}` (`task.embeddings_path`; vectors "
+        "seqlab trained on this project's own text, `benchmarks/embeddings.py`: no external "
+        "data)."
+    )
+
+
 def render_section(rows: list[Row], command: str, minutes: float) -> str:
     return "\n".join(
         [
@@ -151,9 +163,10 @@ def render_section(rows: list[Row], command: str, minutes: float) -> str:
             format_tables(rows),
             "",
             "Entity-level F1 / precision / recall in percent, by seqeval in its default "
-            "(conlleval-compatible) mode; valid = eng.testa, test = eng.testb. Random word "
-            "embeddings (no external vectors). The checkpoint is the one with the best valid "
-            "F1. The published number is Lample et al. 2016 (with pretrained embeddings).",
+            "(conlleval-compatible) mode; valid = eng.testa, test = eng.testb. "
+            + embeddings_note(command)
+            + " The checkpoint is the one with the best valid F1. The published number is "
+            "Lample et al. 2016 (with pretrained embeddings).",
         ]
     )
 
