@@ -34,7 +34,7 @@ from seqlab.run_config import RunConfig, resolve_run
 from seqlab.train import trainer_io
 from seqlab.train.allocator import keep_freed_memory
 from seqlab.train.build import build_model, build_task
-from seqlab.train.checkpoint import load_checkpoint
+from seqlab.train.checkpoint import decode, load_checkpoint, read_checkpoint
 from seqlab.train.distributed import init_distributed, resolve_device
 from seqlab.train.optim import build_optimizer
 from seqlab.train.precision import autocast_context, make_grad_scaler, resolve_precision
@@ -144,12 +144,15 @@ class Trainer:
         elif resume:
             raise SeqlabError("resume needs a run directory")
         meta = load_checkpoint(ckpt) if ckpt is not None else None
+        saved_tok = meta.tokenizer_state if meta is not None else None
         warm = None  # train.init_from: weights and tokenizer of another run, nothing else
         if meta is None and t.init_from is not None:
-            warm = load_checkpoint(find_checkpoint(t.init_from, "best"))
+            warm_path = find_checkpoint(t.init_from, "best")
+            warm_meta, warm_tensors = read_checkpoint(warm_path, self.device)  # read once
+            saved_tok = decode(warm_meta.get("tokenizer_state"), warm_tensors)
+            warm = (warm_path, warm_tensors)
 
         # Rank 0 prepares the task first (it may train a tokenizer); the others reuse its state.
-        saved_tok = (meta or warm).tokenizer_state if (meta or warm) is not None else None
 
         def prepare_main() -> Any:
             self.task = build_task(cfg, data_dir, saved_tok)
@@ -160,8 +163,7 @@ class Trainer:
             self.task = build_task(cfg, data_dir, tok_state)
 
         self.model = build_model(cfg, self.task).to(self.device)
-        if warm is not None:
-            self.warm_started = trainer_io.warm_start(self.model, warm.path, self.device)
+        self.warm_started = [] if warm is None else trainer_io.warm_start(self.model, *warm)
         seed_everything(_rank_seed(t.seed, dist.rank), deterministic=t.deterministic)
         self.optimizer = build_optimizer(self.model, t.optim)
         self.schedule = build_schedule(self.optimizer, cfg.schedule, cfg.schedule_cfg)

@@ -175,16 +175,14 @@ def save_step(tr: Trainer) -> Path | None:
     return path
 
 
-def warm_start(model: torch.nn.Module, path: Path, device: Any) -> list[str]:
-    """``train.init_from``: copy the weights of the checkpoint at ``path`` into ``model``
-    (fairseq's ``--restore-file`` with ``--reset-optimizer``): optimizer, schedule, step and
-    data order start afresh. Parameters the checkpoint lacks keep their initialisation (e.g.
-    See et al. 2017's coverage weight w_c, added for a last training phase) and are
-    returned; a checkpoint parameter the model lacks, or one of another shape, is an error.
+def warm_start(model: torch.nn.Module, path: Path, tensors: dict[str, torch.Tensor]) -> list[str]:
+    """``train.init_from``: copy the model weights among ``tensors`` (those of the
+    checkpoint at ``path``) into ``model`` (fairseq's ``--restore-file`` with
+    ``--reset-optimizer``): optimizer, schedule, step and data order start afresh.
+    Parameters the checkpoint lacks keep their initialisation (e.g. See et al. 2017's
+    coverage weight w_c, added for a last training phase) and are returned; a checkpoint
+    parameter the model lacks, or one of another shape, is an error.
     """
-    from seqlab.train.checkpoint import read_checkpoint
-
-    _, tensors = read_checkpoint(path, device)
     state = {k[len("model.") :]: v for k, v in tensors.items() if k.startswith("model.")}
     own = model.state_dict()
     extra = sorted(set(state) - set(own))
@@ -214,7 +212,7 @@ def announce(tr: Trainer) -> None:
     resumed = f", resumed at step {tr.step}" if tr.step else ""
     echo(f"seqlab: {where}{resumed}", always=True)
     if t.init_from is not None and not tr.step:
-        new = getattr(tr, "warm_started", [])
+        new = tr.warm_started
         echo(
             f"seqlab: weights and tokenizer from {t.init_from} (optimizer, schedule and step "
             f"start afresh); new parameters: {', '.join(new) if new else 'none'}",
