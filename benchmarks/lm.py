@@ -11,9 +11,10 @@ characters for character models, 60 words for word models; temperature 0.8, seed
 Word models report perplexity, character models nats and bits per character.
 
 A cosine schedule must end when the budget does: unless ``--no-fit-schedule``, a preset
-with ``schedule.name: cosine`` is first timed for a few updates and one validation, and
-``schedule.total_steps`` = ``train.max_steps`` is set to the updates that fit in the budget
-(validations included). Step-decay presets (the PTB RNNs: η × 0.8 per epoch) need nothing.
+with ``schedule.name: cosine`` runs with ``schedule.total_steps=0`` (and no step limit), so
+the trainer fits T to the budget at the end of the warmup and refits it every 50 updates
+from its recent speed, validations included (docs/training.md). Step-decay presets (the
+PTB RNNs: η × 0.8 per epoch) need nothing.
 
 Two presets are derived here rather than shipped: ``ptb-pointer-baseline`` is
 configs/ptb-pointer-sentinel.yaml with ``model.name: rnn_lm`` (the same LSTM without the
@@ -48,7 +49,6 @@ from seqlab.config import load_yaml
 from seqlab.inspect.measure import overrides_for
 from seqlab.run_config import resolve_run
 from seqlab.train.fingerprint import cpu_model
-from seqlab.train.trainer import Trainer
 
 ROOT = Path(__file__).resolve().parent.parent
 HEADING = "## Language models"
@@ -144,26 +144,14 @@ def load_preset(name: str) -> dict[str, Any]:
     return data
 
 
-def fit_schedule(
-    data: dict[str, Any], overrides: list[str], minutes: float, data_dir: str | None
-) -> tuple[list[str], int]:
-    """Time a few updates and one validation; return overrides setting the cosine
-    schedule's total_steps (= max_steps) to the updates that fit in ``minutes``."""
-    probe = [*overrides, "train.max_steps=20", "train.valid_every=1000000", "train.progress=false"]
-    probe += ["train.save_every=1000000", "train.max_minutes=null"]
-    cfg = resolve_run(data, probe)
-    trainer = Trainer(cfg, None, Path(data_dir) if data_dir else api.default_data_dir(), quiet=True)
-    t0 = time.perf_counter()
-    trainer.fit()  # 20 updates and a final validation
-    total = time.perf_counter() - t0
-    t1 = time.perf_counter()
-    trainer.task.evaluate(trainer.model, "valid")
-    t_valid = time.perf_counter() - t1
-    per_step = max(total - t_valid, 1e-3) / 20
-    valid_every = cfg.train.valid_every
-    steps = int(0.97 * 60.0 * minutes / (per_step + t_valid / valid_every))
-    steps = max(steps, cfg.schedule_cfg.warmup + 1)
-    return [f"schedule.total_steps={steps}", f"train.max_steps={steps}"], steps
+def fitted_total_steps(metrics: Path) -> int | None:
+    """The last T of a cosine fitted to the budget (metrics.jsonl "schedule" events)."""
+    fits = [
+        json.loads(line)
+        for line in metrics.read_text(encoding="utf-8").splitlines()
+        if '"schedule"' in line
+    ]
+    return int(fits[-1]["total_steps"]) if fits else None
 
 
 def train_tokens_per_s(metrics: Path) -> float:
@@ -189,10 +177,9 @@ def run_preset(
     if budget is None:
         raise SystemExit(f"{preset}: no train.max_minutes in the preset: pass --minutes")
     texts = [f"train.max_minutes={budget}", *overrides]
-    fitted = None
-    if fit and data.get("schedule", {}).get("name") == "cosine":
-        extra, fitted = fit_schedule(data, texts, budget, data_dir)
-        texts += extra
+    fit = fit and data.get("schedule", {}).get("name") == "cosine"
+    if fit:  # T fitted to the budget in the run, refitted as the speed changes
+        texts += ["schedule.total_steps=0", f"train.max_steps={10**9}"]
     run_dir = runs_dir / f"bench-{preset}"
     run = api.train(
         data, run_dir=run_dir, data_dir=data_dir, overrides=texts, overwrite=True, quiet=quiet
@@ -221,7 +208,7 @@ def run_preset(
         test=None if test is None else dict(test),
         checkpoint=f"{loaded.checkpoint.name} (step {loaded.step})",
         sample=sample,
-        fitted_steps=fitted,
+        fitted_steps=fitted_total_steps(run_dir / "metrics.jsonl") if fit else None,
     )
 
 
@@ -319,7 +306,7 @@ def render_section(
     if fitted:
         parts += [
             "",
-            "Cosine schedules fitted to the budget (schedule.total_steps = train.max_steps): "
+            "Cosine schedules fitted to the budget in the run (the last refitted T): "
             + ", ".join(f"`{r.preset}` {r.fitted_steps}" for r in fitted)
             + ".",
         ]

@@ -169,9 +169,8 @@ def budget_total_steps(
     """T = steps_done + ⌊seconds_left / seconds_per_step⌋, at least warmup + 1: the update
     at which a decay fitted to a wall-clock budget ends, from the speed measured so far.
 
-    Measured once, at the end of the warmup. Validation pauses, or a machine that slows
-    down later, end the budget before T (the lr stops short of its minimum); a faster one
-    reaches the minimum early and stays there.
+    Measured at the end of the warmup, then again every few updates from the recent speed
+    (``seqlab.train.budget``; :meth:`Schedule.refit_total_steps` keeps η continuous).
     """
     return max(warmup + 1, steps_done + int(seconds_left / max(seconds_per_step, 1e-9)))
 
@@ -190,10 +189,21 @@ class Schedule(LRScheduler):
         self.cfg = cfg
         self._fn: LrFunction = entry.target
         self.fitted_total_steps: int | None = None
+        # [s, v, k] after a refit at update s: the curve is read at the clock
+        # v + k (t - s) instead of t for t > s (see refit_total_steps).
+        self.clock: list[float] | None = None
+        self.budget_end: int | None = None  # where the refitted decay now ends
         super().__init__(optimizer, last_epoch)
 
+    def curve_step(self, t: int) -> float:
+        """The step at which the curve is read for update t (t itself until a refit)."""
+        if self.clock is None or t <= self.clock[0]:
+            return t
+        s, v, k = self.clock
+        return v + k * (t - s)
+
     def get_lr(self) -> list[float]:
-        t = self.last_epoch + 1
+        t = self.curve_step(self.last_epoch + 1)
         return [self._fn(t, base, self.cfg) for base in self.base_lrs]
 
     @property
@@ -204,7 +214,22 @@ class Schedule(LRScheduler):
     def set_total_steps(self, total: int) -> None:
         """Fix the T of a schedule fitted to the time budget (kept in ``state_dict``)."""
         self.cfg = dataclasses.replace(self.cfg, total_steps=int(total))
-        self.fitted_total_steps = int(total)
+        self.fitted_total_steps = self.budget_end = int(total)
+
+    def refit_total_steps(self, step: int, total: int) -> None:
+        """Move the end of a budget-fitted decay to update ``total`` (> ``step``) from update
+        ``step`` on, keeping η continuous: with T₀ the first fit and v the clock at
+        ``step``, the curve is read at v + (T₀ − v)(t − step)/(total − step) for t > step,
+        which reaches T₀ (η_min) exactly at ``total``. A decay already ended stays ended.
+        """
+        if self.fitted_total_steps is None:
+            raise ValueError("refit_total_steps needs a schedule fitted by set_total_steps")
+        end, v = float(self.cfg.total_steps), float(self.curve_step(step))
+        if v >= end:
+            return
+        total = max(int(total), step + 1)
+        self.clock = [float(step), v, (end - v) / (total - step)]
+        self.budget_end = total
 
     def describe(self) -> dict[str, Any]:
         return {"name": self.name, "config": to_dict(self.cfg)}

@@ -33,6 +33,7 @@ from seqlab.errors import SeqlabError
 from seqlab.run_config import RunConfig, resolve_run
 from seqlab.train import trainer_io
 from seqlab.train.allocator import keep_freed_memory
+from seqlab.train.budget import BudgetFit
 from seqlab.train.build import build_model, build_task
 from seqlab.train.checkpoint import decode, load_checkpoint, read_checkpoint
 from seqlab.train.distributed import init_distributed, resolve_device
@@ -41,7 +42,7 @@ from seqlab.train.precision import autocast_context, make_grad_scaler, resolve_p
 from seqlab.train.progress import Progress
 from seqlab.train.rng import seed_everything
 from seqlab.train.run_dir import RunDir, find_checkpoint
-from seqlab.train.schedules import budget_total_steps, build_schedule
+from seqlab.train.schedules import build_schedule
 from seqlab.train.steps import accumulate_gradients, apply_update
 from seqlab.train.trainer_io import LogWindow
 from seqlab.train.validation import EarlyStopping, prefixed
@@ -233,6 +234,14 @@ class Trainer:
         self._started = time.perf_counter()
         first_step = self.step
         trainer_io.announce(self)
+        self.budget_fit = None  # a cosine fitted to train.max_minutes (seqlab.train.budget)
+        fitted = self.schedule.fits_budget or self.schedule.fitted_total_steps is not None
+        if fitted and t.max_minutes is not None:
+            self.budget_fit = BudgetFit(
+                self.schedule, 60.0 * float(t.max_minutes), t.valid_every,
+                self.dist.broadcast_object, self.progress.record,
+            )  # fmt: skip
+            self.budget_fit.start(self.step, self.elapsed)
         stopped = "max_steps" if self.step >= t.max_steps else None
         if stopped is None and self._at_epoch_limit():
             stopped = "max_epochs"
@@ -254,8 +263,8 @@ class Trainer:
                 autocast=self._autocast,
                 scaler=self.scaler if self.scaler.is_enabled() else None,
             )
-            if self.schedule.fits_budget and self.step + 1 >= self.schedule.cfg.warmup:
-                self._fit_schedule_to_budget(first_step)  # before lr(warmup + 1) is set
+            if self.budget_fit is not None:  # before lr(step + 2) is set
+                self.budget_fit.check(self.step, self.elapsed)
             stats = apply_update(
                 self.model,
                 self.optimizer,
@@ -328,21 +337,6 @@ class Trainer:
         if budget is None:
             return False
         return bool(self.dist.broadcast_object(self.elapsed >= 60.0 * budget))
-
-    def _fit_schedule_to_budget(self, first_step: int) -> None:
-        """End of warmup: fix the schedule's T from this process's speed so far and the
-        budget left (rank 0 measures, every rank uses its T); logged in metrics.jsonl.
-        A run resumed from inside the warmup measures from its first update."""
-        budget = 60.0 * float(self.cfg.train.max_minutes)
-        spent = self.elapsed - self.elapsed_before
-        per_step = spent / max(self.step - first_step, 1)
-        left = max(budget - self.elapsed, 0.0)
-        warmup = getattr(self.schedule.cfg, "warmup", 0)
-        total = self.dist.broadcast_object(budget_total_steps(self.step, per_step, left, warmup))
-        self.schedule.set_total_steps(total)
-        self.progress.record(
-            {"event": "schedule", "step": self.step, "total_steps": total, "s_per_step": per_step}
-        )
 
     def _at_epoch_limit(self) -> bool:
         limit = self.cfg.train.max_epochs
