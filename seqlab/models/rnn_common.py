@@ -249,14 +249,23 @@ def zero_padding_rows_(model: RNNEncoderDecoder) -> None:
 
 @torch.no_grad()
 def init_uniform_(
-    model: RNNEncoderDecoder, init_range: float, forget_bias: float | None = None
+    model: RNNEncoderDecoder,
+    init_range: float,
+    forget_bias: float | None = None,
+    tgt_embed_range: float | None = None,
 ) -> None:
     """Every parameter ~ U(−r, r) (Sutskever 2014 §3.4: r = 0.08; Luong 2015 §4.1: r = 0.1);
     padding rows of the embeddings stay zero. With ``forget_bias`` (not in those papers;
     Gers et al. 2000, Jozefowicz et al. 2015: 1) every LSTM forget-gate bias b_f then starts
-    at that value, so Γf ≈ σ(b_f) keeps the cell state from the first update."""
+    at that value, so Γf ≈ σ(b_f) keeps the cell state from the first update. With
+    ``tgt_embed_range`` r_y (not in those papers) the target embedding, which is also the
+    softmax matrix W_s when the output is tied, is drawn from U(−r_y, r_y) instead: a row
+    of U(−r, r) has norm r·√(E/3), so at E = 256 the papers' r gives W_s rows 2× shorter
+    than at their E = 1000 (see LuongConfig)."""
     for p in model.parameters():
         p.uniform_(-init_range, init_range)
+    if tgt_embed_range is not None:
+        model.tgt_embed.weight.uniform_(-tgt_embed_range, tgt_embed_range)
     zero_padding_rows_(model)
     if forget_bias is not None:
         for m in model.modules():

@@ -423,3 +423,18 @@ def test_forget_bias_option_sets_every_lstm_forget_gate_after_the_uniform_init(n
         assert cell.b_f.abs().max() <= 0.1 and cell.b_f.abs().max() > 0.0
     others = [p for n, p in biased.named_parameters() if not n.endswith("b_f")]
     assert max(float(p.detach().abs().max()) for p in others) <= 0.1
+
+
+def test_luong_target_embedding_range_sets_the_tied_softmax_matrix_only():
+    """tgt_embed_init_range r_y: the target embedding (= W_s, tied) ~ U(−r_y, r_y), its
+    padding row zero; every other parameter still ~ U(−r, r); a bad range names the field."""
+    kw = {"init_range": 0.1, "tie_output": True, "emb_dim": 64, "hidden_size": 64}
+    model, _ = build("luong", tgt_embed_init_range=0.4, **kw)
+    W = model.tgt_embed.weight.detach()
+    assert model.W_out is None  # tied: W_s is the target embedding
+    real = torch.cat([W[:PAD_ID], W[PAD_ID + 1 :]])
+    assert 0.3 < float(real.abs().max()) <= 0.4 and float(W[PAD_ID].abs().max()) == 0.0
+    others = [p for n, p in model.named_parameters() if n != "tgt_embed.weight"]
+    assert max(float(p.detach().abs().max()) for p in others) <= 0.1
+    with pytest.raises(ValueError, match="tgt_embed_init_range must be > 0"):
+        MODELS.get("luong").config_cls(tgt_embed_init_range=0.0)
