@@ -14,7 +14,9 @@ split (fresh sequences of every training length) and on the test lengths. A memo
 figure of the first seed's NTM per problem goes to ``--figures`` (``ntm-<problem>.png``;
 copy also at length 50), with the trace arrays (npz + json) in the run directory.
 
-The table goes to stdout and replaces the section ``## Neural Turing Machine`` of ``--out``.
+The table goes to stdout and replaces the section ``## Neural Turing Machine`` of ``--out``;
+the tables and figures of problems not run now are kept from it, so separate invocations
+(e.g. copy with 3 seeds, then the other problems with a shorter budget) build one section.
 Overrides ``key=value`` apply to every run (e.g. ``train.threads=2``).
 """
 
@@ -150,15 +152,56 @@ def format_table(rows: list[Row]) -> str:
     return "\n".join(lines)
 
 
-def render_section(rows: list[Row], command: str, args: argparse.Namespace, out: Path) -> str:
+def earlier_parts(path: Path, problems: list[str]) -> dict[str, list[str]]:
+    """From the section already in ``path``: the ``### <problem>`` tables, figure lines
+    and copy verdict of the problems not run now, with the earlier Command/Machine lines,
+    so that separate invocations (different budgets) build up one section."""
+    kept: dict[str, list[str]] = {"runs": [], "tables": [], "figures": [], "verdict": []}
+    lines = path.read_text(encoding="utf-8").splitlines() if path.is_file() else []
+    if HEADING not in lines:
+        return kept
+    start = lines.index(HEADING) + 1
+    end = next((i for i in range(start, len(lines)) if lines[i].startswith("## ")), len(lines))
+    tables: dict[str, list[str]] = {}
+    current = None  # the problem whose table is being read
+    for line in lines[start:end]:
+        if line.startswith("### "):
+            current = line[4:].strip()
+            tables[current] = []
+        elif line.startswith("|") and current is not None:
+            tables[current].append(line)
+        elif line.strip():
+            current = None
+            if line.startswith("![NTM ") and line.split(" ")[1] not in problems:
+                kept["figures"] += [line, ""]
+            elif line.startswith(("Command: ", "Machine: ")):
+                kept["runs"] += [line, ""]
+            elif "Copy target" in line and "copy" not in problems:
+                kept["verdict"] = [line[line.index("Copy target") :]]
+    for prob, table in tables.items():
+        if prob not in problems and table:
+            kept["tables"] += [f"### {prob}", "", *table, ""]
+    if not kept["tables"]:
+        kept["runs"] = []
+    return kept
+
+
+def render_section(
+    rows: list[Row],
+    command: str,
+    args: argparse.Namespace,
+    out: Path,
+    earlier: dict[str, list[str]] | None = None,
+) -> str:
+    earlier = earlier or {"runs": [], "tables": [], "figures": [], "verdict": []}
     copy = [r for r in rows if r.met is not None]
     verdict = (
         f"Copy target (< {TARGET_BIT_ERRORS} bit errors per sequence at every held-out "
         f"length 1–20): {sum(r.met for r in copy)} of {len(copy)} seeds."
         if copy
-        else "Copy was not run."
+        else (earlier["verdict"] or ["Copy was not run."])[0]
     )
-    figures = []
+    figures = list(earlier["figures"])
     for r in rows:
         for f in r.figures:
             rel = os.path.relpath(f, out.parent)
@@ -166,11 +209,13 @@ def render_section(rows: list[Row], command: str, args: argparse.Namespace, out:
     parts = [
         HEADING,
         "",
+        *earlier["runs"],
         f"Command: `{command}`",
         "",
         f"Machine: {machine_description()}. Date: {datetime.date.today().isoformat()}. "
         f"Budget: {args.minutes:g} min of training per run (`train.max_minutes`).",
         "",
+        *earlier["tables"],
         *[
             line
             for prob in dict.fromkeys(r.problem for r in rows)
@@ -265,7 +310,8 @@ def main(argv: list[str] | None = None) -> list[Row]:
     out = Path(args.out)
     for prob in dict.fromkeys(r.problem for r in rows):
         print(format_table([r for r in rows if r.problem == prob]))
-    write_section(out, render_section(rows, command, args, out), HEADING)
+    earlier = earlier_parts(out, args.problems)
+    write_section(out, render_section(rows, command, args, out, earlier), HEADING)
     print(f"wrote {out} ({HEADING[3:]})")
     return rows
 
