@@ -253,7 +253,7 @@ def earlier_parts(path: Path, presets: list[str]) -> dict[str, list[str]]:
     """From the section already in ``path``: the table rows and sample blocks of the presets
     not run now, and (when any is kept) the earlier Command/Machine lines, so that separate
     invocations (different budgets) build up one table."""
-    kept: dict[str, list[str]] = {"rows": [], "samples": [], "runs": []}
+    kept: dict[str, list[str]] = {"rows": [], "samples": [], "runs": [], "fitted": []}
     if not path.is_file():
         return kept
     lines = path.read_text(encoding="utf-8").splitlines()
@@ -275,6 +275,9 @@ def earlier_parts(path: Path, presets: list[str]) -> dict[str, list[str]]:
             block = [line]
         elif line.startswith(("Command: ", "Machine: ")):
             kept["runs"].append(line)
+        elif line.startswith("Cosine schedules fitted"):  # "…: `name` T, `name` T."
+            entries = line.split(": ", 1)[1].rstrip(".").split(", ")
+            kept["fitted"] += [e for e in entries if e.split("`")[1] not in presets]
     if not kept["rows"]:
         kept["runs"] = []
     return kept
@@ -283,7 +286,7 @@ def earlier_parts(path: Path, presets: list[str]) -> dict[str, list[str]]:
 def render_section(
     rows: list[Row], command: str, earlier: dict[str, list[str]] | None = None
 ) -> str:
-    earlier = earlier or {"rows": [], "samples": [], "runs": []}
+    earlier = earlier or {"rows": [], "samples": [], "runs": [], "fitted": []}
     table = format_table(rows).splitlines()
     parts = [
         HEADING,
@@ -302,12 +305,15 @@ def render_section(
         "tok/s: median training tokens per second. epochs: training tokens read ÷ the "
         "training stream. The checkpoint is the better of the best and the last.",
     ]
-    fitted = [r for r in rows if r.fitted_steps]
+    fitted = [
+        *earlier.get("fitted", []),
+        *(f"`{r.preset}` {r.fitted_steps}" for r in rows if r.fitted_steps),
+    ]
     if fitted:
         parts += [
             "",
             "Cosine schedules fitted to the budget in the run (the last refitted T): "
-            + ", ".join(f"`{r.preset}` {r.fitted_steps}" for r in fitted)
+            + ", ".join(fitted)
             + ".",
         ]
     by_name = {r.preset: r for r in rows}
