@@ -31,8 +31,8 @@ REFIT_EVERY = 50
 class BudgetFit:
     """Owns the fits of ``schedule`` to a budget of ``budget_s`` seconds.
 
-    ``start(done, elapsed)`` when training starts (or resumes) after ``done`` updates;
-    then ``check(done, elapsed)`` once per update, before update ``done + 1`` is applied
+    Built when training starts (or resumes) after ``done`` updates, at ``elapsed``; then
+    ``check(done, elapsed)`` once per update, before update ``done + 1`` is applied
     (its lr is already set, so a fit changes the updates after it). ``elapsed`` is the
     budget's clock in seconds, counted across resumes. ``broadcast`` makes every DDP rank
     use rank 0's numbers; ``record`` writes the metrics line.
@@ -43,6 +43,8 @@ class BudgetFit:
         schedule: Schedule,
         budget_s: float,
         valid_every: int,
+        done: int,
+        elapsed: float,
         broadcast: Callable[[Any], Any] = lambda x: x,
         record: Callable[[dict[str, Any]], None] = lambda _: None,
     ) -> None:
@@ -51,10 +53,7 @@ class BudgetFit:
         self.valid_every = valid_every
         self.broadcast = broadcast
         self.record = record
-        self.marks: deque[tuple[int, float]] = deque()  # (updates done, elapsed)
-
-    def start(self, done: int, elapsed: float) -> None:
-        self.marks = deque([(done, elapsed)])
+        self.marks: deque[tuple[int, float]] = deque([(done, elapsed)])  # (updates, elapsed)
 
     def span(self) -> int:
         """Updates over which the speed is measured for a refit."""
@@ -72,12 +71,12 @@ class BudgetFit:
 
     def _refit_due(self, done: int) -> bool:
         fitted = self.schedule.fitted_total_steps is not None
-        return fitted and bool(self.marks) and done - self.marks[-1][0] >= REFIT_EVERY
+        return fitted and done - self.marks[-1][0] >= REFIT_EVERY
 
     def _fit(self, done: int, elapsed: float, warmup: int, refit: bool) -> None:
         while len(self.marks) > 1 and self.marks[1][0] <= done - self.span():
             self.marks.popleft()
-        first, t0 = self.marks[0] if self.marks else (done, elapsed)
+        first, t0 = self.marks[0]
         per_step = (elapsed - t0) / max(done - first, 1)
         left = max(self.budget_s - elapsed, 0.0)
         total = self.broadcast(budget_total_steps(done, per_step, left, warmup))

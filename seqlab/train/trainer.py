@@ -238,10 +238,9 @@ class Trainer:
         fitted = self.schedule.fits_budget or self.schedule.fitted_total_steps is not None
         if fitted and t.max_minutes is not None:
             self.budget_fit = BudgetFit(
-                self.schedule, 60.0 * float(t.max_minutes), t.valid_every,
-                self.dist.broadcast_object, self.progress.record,
+                self.schedule, 60.0 * float(t.max_minutes), t.valid_every, self.step,
+                self.elapsed, self.dist.broadcast_object, self.progress.record,
             )  # fmt: skip
-            self.budget_fit.start(self.step, self.elapsed)
         stopped = "max_steps" if self.step >= t.max_steps else None
         if stopped is None and self._at_epoch_limit():
             stopped = "max_epochs"

@@ -102,8 +102,7 @@ def _simulate(seconds_per_update, budget_s: float, refit: bool, valid_every: int
     the fit events and the lr of the last update inside the budget."""
     opt, sched, _ = _schedule(warmup=10, lr=1.0)
     events = []
-    fit = BudgetFit(sched, budget_s, valid_every, record=events.append)
-    fit.start(0, 0.0)
+    fit = BudgetFit(sched, budget_s, valid_every, 0, 0.0, record=events.append)
     done, clock, last_lr = 0, 0.0, None
     while clock < budget_s:
         if refit or sched.fits_budget:
