@@ -42,15 +42,18 @@ ROOT = Path(__file__).resolve().parent.parent
 HEADING = "## Translation (Multi30k de→en, test2016)"
 MODELS = ("transformer", "convs2s", "bahdanau", "luong", "cho", "sutskever")
 
-# model → (row label, published lowercase BLEU (tokenised, greedy) or None, target), the
-# "Targets" table of issue 4 (../shared/docs/REFERENCES.md §1).
-TARGETS: dict[str, tuple[str, float | None, float]] = {
-    "transformer": ("Transformer", 36.5, 42.0),
-    "convs2s": ("ConvS2S", 34.1, 37.0),
-    "bahdanau": ("Bahdanau (BiGRU + additive)", 28.3, 33.0),
-    "luong": ("Luong (general, input feed)", None, 33.0),
-    "cho": ("Cho GRU", 20.6, 24.0),
-    "sutskever": ("Sutskever LSTM", 13.8, 19.0),
+# model → (row label, published BLEU or None, target, the BLEU the target is read on), the
+# "Targets" table of issue 4 (../shared/docs/REFERENCES.md §1). de→en rows compare
+# lowercase BLEU (the published numbers are tokenised, lowercase, greedy); the en→de row
+# compares cased BLEU (DGL's 35.8 is cased, Moses-tokenised).
+TARGETS: dict[str, tuple[str, float | None, float, str]] = {
+    "transformer": ("Transformer", 36.5, 42.0, "bleu_lc"),
+    "convs2s": ("ConvS2S", 34.1, 37.0, "bleu_lc"),
+    "bahdanau": ("Bahdanau (BiGRU + additive)", 28.3, 33.0, "bleu_lc"),
+    "luong": ("Luong (general, input feed)", None, 33.0, "bleu_lc"),
+    "cho": ("Cho GRU", 20.6, 24.0, "bleu_lc"),
+    "sutskever": ("Sutskever LSTM", 13.8, 19.0, "bleu_lc"),
+    "transformer-en-de": ("Transformer **en→de**, target on cased BLEU", 35.8, 35.0, "bleu"),
 }
 
 
@@ -82,7 +85,10 @@ class Row:
 
     @property
     def met(self) -> bool | None:
-        return None if self.target is None else self.bleu_lc_beam >= self.target
+        if self.target is None:
+            return None
+        cased = TARGETS[self.model][3] == "bleu"
+        return (self.bleu_beam if cased else self.bleu_lc_beam) >= self.target
 
 
 # ---------------------------------------------------------------------------- measuring
@@ -240,7 +246,9 @@ def render_section(
         "",
         "lc BLEU = lowercase sacreBLEU (13a) on detokenised output, the number compared with "
         "the published (tokenised, lowercase, greedy) one; the target is issue 4's and "
-        "is met when the beam lc BLEU reaches it. Column meanings: docs/benchmarks.md.",
+        "is met when the beam lc BLEU reaches it, except for the en→de row, whose "
+        "published number (DGL, Moses-tokenised) and target are cased BLEU. "
+        "Column meanings: docs/benchmarks.md.",
         "",
         "sacreBLEU signatures (beam):",
         "",

@@ -90,3 +90,17 @@ def test_benchmark_writes_and_replaces_its_section(tmp_path: Path) -> None:
     assert again.count(bench.HEADING) == 1
     assert again.count("(`transformer`)") == 1 and again.count(cho) == 1
     assert "kept text" in again and again.rstrip().endswith("## Later benchmark\n\nmore")
+
+
+def _row(model: str, bleu_lc: float, bleu_cased: float) -> bench.Row:
+    return bench.Row(model, 1, 45.0, 1, 1.0, 1.0, 5, bleu_lc, bleu_lc, bleu_cased, 50.0, "x", {})
+
+
+def test_en_de_row_is_judged_on_cased_bleu_and_de_en_rows_on_lowercase():
+    assert bench.preset_path("transformer-en-de").is_file()
+    assert _row("transformer-en-de", bleu_lc=36.0, bleu_cased=34.9).met is False
+    assert _row("transformer-en-de", bleu_lc=35.5, bleu_cased=35.0).met is True
+    assert _row("transformer", bleu_lc=42.0, bleu_cased=41.0).met is True
+    assert _row("transformer", bleu_lc=41.9, bleu_cased=43.0).met is False
+    table = bench.format_table([_row("transformer-en-de", 36.0, 35.1)])
+    assert "en→de" in table and "| 35.8 | ≥ 35.0 | yes |" in table
