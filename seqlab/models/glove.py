@@ -15,18 +15,24 @@ sampled without replacement each epoch; the word vectors are w + w̃ (§4.2, "we
 use the sum W + W̃ as our word vectors").
 
 Deviations: AdaGrad steps on minibatches of ``batch_size`` entries (gradients of a row
-summed within a batch) with ``torch.optim.Adagrad`` (textbook AdaGrad with rate η = 0.05,
-accumulator from 0, updated before the step), instead of glove.c's one-entry-at-a-time
-Hogwild updates. glove.c accumulates (η·g)² from 1 and divides before adding, i.e. its
-step is g / √(1/η² + Σg²) (AdaGrad with rate 1 and initial accumulator 1/η²); seqlab
-follows the paper's wording.
+summed within a batch) with ``torch.optim.Adagrad``, instead of glove.c's one-entry-at-a-time
+Hogwild updates. Two forms of AdaGrad (``adagrad=``):
+
+- ``"paper"``: textbook AdaGrad with rate η = 0.05, accumulator from 0, step
+  η·g / √(Σg²). Its first step on every coordinate is ±η whatever the size of g, so rows
+  seen only in low-weight entries (small f(X_ij)) move as far as frequent ones.
+- ``"glove.c"``: the reference code's form. glove.c accumulates (η·g)² from 1, i.e. its step
+  is η·g / √(1 + Σ(η·g)²) = g / √(1/η² + Σg²): AdaGrad with rate 1 and initial accumulator
+  1/η². It starts as plain SGD with rate η (small g, small step) and becomes AdaGrad once
+  Σ(η·g)² outgrows 1. (torch's AdaGrad adds g_t² before dividing and glove.c after, so the
+  sum here runs to t, glove.c's to t − 1: a difference only while Σ(η·g)² ≲ 1.)
 """
 
 from __future__ import annotations
 
 import math
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Literal
 
 import torch
@@ -35,7 +41,14 @@ from torch import Tensor, nn
 from seqlab.data.embedding_corpus import EmbeddingCorpus
 from seqlab.data.word_vectors_io import TrainedVectors, WordVectors
 
-__all__ = ["GloVe", "cooccurrence", "glove_loss", "glove_weight", "train_glove"]
+__all__ = [
+    "GloVe",
+    "cooccurrence",
+    "glove_adagrad",
+    "glove_loss",
+    "glove_weight",
+    "train_glove",
+]
 
 
 def cooccurrence(
@@ -135,6 +148,18 @@ class GloVe(nn.Module):
         return (self.W.weight + self.W_tilde.weight).detach().clone()  # (V, D)
 
 
+def glove_adagrad(
+    params: Iterable[Tensor], lr: float, form: Literal["paper", "glove.c"]
+) -> torch.optim.Adagrad:
+    """AdaGrad with rate η in the paper's form (accumulator from 0) or glove.c's (rate 1,
+    accumulator from 1/η²): see the module doc."""
+    if form == "paper":
+        return torch.optim.Adagrad(params, lr=lr)
+    if form == "glove.c":
+        return torch.optim.Adagrad(params, lr=1.0, initial_accumulator_value=1.0 / lr**2)
+    raise ValueError(f"adagrad must be 'paper' or 'glove.c', got {form!r}")
+
+
 def train_glove(
     corpus: EmbeddingCorpus,
     dim: int = 100,
@@ -147,8 +172,10 @@ def train_glove(
     alpha: float = 0.75,
     seed: int = 0,
     log: Callable[[str], None] | None = None,
+    adagrad: Literal["paper", "glove.c"] = "paper",
 ) -> TrainedVectors:
-    """Count X (1/d weighting), then AdaGrad on J for ``epochs`` or ``minutes``.
+    """Count X (1/d weighting), then AdaGrad (``adagrad``: see the module doc) on J for
+    ``epochs`` or ``minutes``.
 
     Each step minimises the sum of the batch's loss terms (J restricted to the batch).
     """
@@ -159,7 +186,7 @@ def train_glove(
     i_all, j_all = X.indices()  # (nnz,) (nnz,)
     X_all = X.values().float()  # (nnz,)
     model = GloVe(corpus.V, dim, x_max, alpha)
-    opt = torch.optim.Adagrad(model.parameters(), lr=lr)
+    opt = glove_adagrad(model.parameters(), lr, adagrad)
     deadline = math.inf if minutes is None else start + 60.0 * minutes
     losses: list[float] = []
     done = 0.0

@@ -2,11 +2,19 @@
 
 import math
 
+import pytest
 import torch
 
 from seqlab.data.embedding_corpus import build_corpus, planted_corpus
 from seqlab.eval.word_vectors import analogy_accuracy
-from seqlab.models.glove import GloVe, cooccurrence, glove_loss, glove_weight, train_glove
+from seqlab.models.glove import (
+    GloVe,
+    cooccurrence,
+    glove_adagrad,
+    glove_loss,
+    glove_weight,
+    train_glove,
+)
 
 
 def _dense(X: torch.Tensor) -> torch.Tensor:
@@ -94,3 +102,25 @@ def test_loss_decreases_and_planted_analogies_are_solved():
     assert all(b <= a * 1.05 for a, b in zip(run.losses, run.losses[1:]))  # ~monotone
     result = analogy_accuracy(run.vectors, {"planted": questions})
     assert result.sections["planted"] == (12, 12, 12)
+
+
+def test_glove_c_adagrad_steps_as_the_reference_code():
+    """glove.c: w -= η·g / √gradsq, then gradsq += (η·g)², gradsq from 1; torch's AdaGrad
+    adds g² before dividing, so the step is g / √(1/η² + Σ_{s≤t} g_s²)."""
+    eta, grads = 0.05, [torch.tensor([0.3, -2.0]), torch.tensor([0.1, 0.5])]
+    w = torch.zeros(2, requires_grad=True)
+    opt = glove_adagrad([w], eta, "glove.c")
+    ref, gradsq = torch.zeros(2, dtype=torch.float64), torch.ones(2, dtype=torch.float64)
+    for g in grads:
+        w.grad = g.clone()
+        opt.step()
+        gradsq += (eta * g.double()) ** 2
+        ref -= eta * g.double() / gradsq.sqrt()
+        torch.testing.assert_close(w.detach().double(), ref, rtol=1e-6, atol=1e-9)
+    # the paper's form moves every coordinate by η on its first step, whatever g is
+    v = torch.zeros(2, requires_grad=True)
+    v.grad = torch.tensor([1e-4, -3.0])
+    glove_adagrad([v], eta, "paper").step()
+    torch.testing.assert_close(v.detach(), torch.tensor([-eta, eta]), rtol=1e-5, atol=0)
+    with pytest.raises(ValueError, match="adagrad must be"):
+        glove_adagrad([v], eta, "adam")
