@@ -2,6 +2,7 @@
 
     python benchmarks/embeddings.py [--methods sgns,glove,ppmi] [--minutes 10] [--dim 100]
         [--data-dir DIR] [--out docs/results.md] [--vectors-dir runs/embeddings]
+        [--glove-adagrad {paper,glove.c}]
 
 Each method trains on the same corpus (``seqlab.data.embedding_corpus``, min count 5)
 for at most ``--minutes`` of wall-clock time (PPMI-SVD is one-shot), its vectors go to
@@ -48,7 +49,13 @@ class Row:
 
 
 def run_method(
-    method: str, minutes: float, dim: int, data_dir: str | None, vectors_dir: Path, seed: int
+    method: str,
+    minutes: float,
+    dim: int,
+    data_dir: str | None,
+    vectors_dir: Path,
+    seed: int,
+    glove_adagrad: str = "paper",
 ) -> Row:
     def log(line: str) -> None:
         print(f"[{method}] {line}", flush=True)
@@ -61,6 +68,7 @@ def run_method(
         minutes=minutes,
         seed=seed,
         log=log,
+        glove_adagrad=glove_adagrad,
     )
     save_word2vec_text(run.vectors, vectors_dir / f"{method}.txt")
     scores = evaluate_standard(run.vectors, data_dir or api.default_data_dir())
@@ -157,13 +165,22 @@ def main(argv: list[str] | None = None) -> list[Row]:
     p.add_argument("--out", default=str(ROOT / "docs" / "results.md"))
     p.add_argument("--vectors-dir", default="runs/embeddings")
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--glove-adagrad", choices=("paper", "glove.c"), default="paper")
     args = p.parse_args(argv)
     methods = [m.strip() for m in args.methods.split(",") if m.strip()]
     for m in methods:
         if m not in METHODS:
             p.error(f"unknown method {m!r} (choose from {', '.join(METHODS)})")
     rows = [
-        run_method(m, args.minutes, args.dim, args.data_dir, Path(args.vectors_dir), args.seed)
+        run_method(
+            m,
+            args.minutes,
+            args.dim,
+            args.data_dir,
+            Path(args.vectors_dir),
+            args.seed,
+            args.glove_adagrad,
+        )
         for m in methods
     ]
     section = render_section(

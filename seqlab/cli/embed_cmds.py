@@ -2,6 +2,7 @@
 
     seqlab embed train {sgns,glove,ppmi} [--data-dir DIR | --text FILE] [--out FILE.txt]
         [--dim D] [--epochs N] [--minutes M] [--window W] [--min-count C] [--seed S]
+        [--glove-adagrad {paper,glove.c}]
     seqlab embed eval FILE.txt [--data-dir DIR]
     seqlab embed neighbours FILE.txt WORD [-k K]
     seqlab embed tsne FILE.txt --words W1 W2 … --out MAP.png
@@ -54,6 +55,7 @@ def train_vectors(
     min_count: int = 5,
     seed: int = 0,
     log: Any = None,
+    glove_adagrad: str = "paper",
 ) -> Any:
     """Build the corpus and train ``method``; returns ``TrainedVectors`` (library form of
     ``seqlab embed train``)."""
@@ -85,7 +87,16 @@ def train_vectors(
     if method == "glove":
         from seqlab.models.glove import train_glove
 
-        return train_glove(corpus, dim, window, epochs=epochs, minutes=minutes, seed=seed, log=log)
+        return train_glove(
+            corpus,
+            dim,
+            window,
+            epochs=epochs,
+            minutes=minutes,
+            seed=seed,
+            log=log,
+            adagrad=glove_adagrad,  # type: ignore[arg-type]
+        )
     from seqlab.models.ppmi_svd import train_ppmi_svd
 
     return train_ppmi_svd(corpus, dim, window, seed=seed)
@@ -108,6 +119,7 @@ def _cmd_train(args: argparse.Namespace) -> int:
         min_count=args.min_count,
         seed=args.seed,
         log=None if args.quiet else print,
+        glove_adagrad=args.glove_adagrad,
     )
     save_word2vec_text(run.vectors, out)
     print(
@@ -188,6 +200,12 @@ def add_command(sub: argparse._SubParsersAction) -> None:
     t.add_argument("--window", type=int, help="context radius (default: sgns/ppmi 5, glove 10)")
     t.add_argument("--min-count", type=int, default=5, help="drop rarer words")
     t.add_argument("--seed", type=int, default=0)
+    t.add_argument(
+        "--glove-adagrad",
+        choices=("paper", "glove.c"),
+        default="paper",
+        help="GloVe's AdaGrad: the paper's (accumulator from 0) or glove.c's (from 1/lr^2)",
+    )
     t.add_argument("--quiet", action="store_true", help="no per-epoch lines")
     t.set_defaults(func=_cmd_train)
 
