@@ -1,6 +1,7 @@
 """What a run shows and records: a tqdm bar, ``metrics.jsonl`` and (optionally) TensorBoard.
 
-Rank 0 only. The bar (``total = max_steps``, postfix loss / lr / tok/s, tqdm's own ETA) is
+Rank 0 only. The bar (``total = max_steps``, or the planned updates of a schedule fitted to
+the wall-clock budget; postfix loss / lr / tok/s, tqdm's own ETA) is
 drawn when ``train.progress`` is true and stderr is a terminal; otherwise each log event is
 one plain line on stdout, e.g.::
 
@@ -57,7 +58,8 @@ class Progress:
     """Bar + plain lines + metrics.jsonl + TensorBoard for one run.
 
     Args:
-        total: max_steps (the bar's length); initial: the step a resumed run starts from.
+        total: max_steps (the bar's length; a budget fit's ``schedule`` record shortens it
+            to the planned number of updates); initial: the step a resumed run starts from.
         show: rank 0 and ``train.progress``; bar only when stderr is a TTY.
         metrics_path: ``<run>/metrics.jsonl`` or None (nothing written).
         tensorboard_dir: directory for TensorBoard event files, or None.
@@ -73,7 +75,7 @@ class Progress:
         metrics_path: Path | None = None,
         tensorboard_dir: Path | None = None,
     ) -> None:
-        self.total = total
+        self.total = self.max_steps = total
         self.show = show and not quiet
         self.quiet = quiet
         self.metrics_path = metrics_path
@@ -92,6 +94,14 @@ class Progress:
                 nrows=None if sized else 20,
             )
         self._tb = _tensorboard_writer(tensorboard_dir) if tensorboard_dir else None
+
+    def set_total(self, total: int) -> None:
+        """The run's planned length changed (a schedule fitted to the wall-clock budget,
+        seqlab.train.budget): the bar and the ``step N/TOTAL`` lines follow it."""
+        self.total = max(1, int(total))
+        if self._bar is not None:
+            self._bar.total = self.total
+            self._bar.refresh()
 
     def echo(self, message: str, always: bool = False) -> None:
         """Print a line (above the bar when there is one). ``always``: even if not ``show``."""
@@ -129,6 +139,8 @@ class Progress:
                         continue
                     tag = key if "/" in key else f"{record.get('event', 'train')}/{key}"
                     self._tb.add_scalar(tag, value, step)
+        if record.get("event") == "schedule" and isinstance(record.get("total_steps"), int):
+            self.set_total(min(self.max_steps, record["total_steps"]))
         if echo and record.get("event") in ("train", "valid", "final"):
             self.echo(format_event(record, self.total))
 
