@@ -189,3 +189,24 @@ def test_page_highlights_tagged_entities(page, tag_model, tmp_path):
             == text
         )  # the sentence is shown whole, entities marked in place
         page.screenshot(path=str(tmp_path / "tag.png"))
+
+
+def test_report_page_shows_every_figure_in_the_browser(page, tmp_path):
+    """``seqlab report`` on this repository's own records: the page opens from disk and
+    every figure it shows has loaded (a decoded image with a width), one section a claim."""
+    from seqlab.inspect.report import build_report
+
+    root = Path(__file__).resolve().parents[2]
+    out = tmp_path / "site"
+    info = build_report(root, out, claims_path=tmp_path / "claims.md")
+    page.goto((out / "index.html").as_uri())
+    page.wait_for_load_state("load")
+    images = page.eval_on_selector_all(
+        "img", "els => els.map(e => [e.getAttribute('src'), e.complete, e.naturalWidth])"
+    )
+    assert len(images) >= 5
+    broken = [src for src, complete, width in images if not (complete and width > 0)]
+    assert broken == []
+    for claim in info["claims"]:
+        assert page.locator(f"#{claim.key}").count() == 1
+    page.screenshot(path=str(tmp_path / "report.png"), full_page=True)
