@@ -1,7 +1,7 @@
 """Pointer-generator benchmark: the same preset without and with coverage (See et al. 2017)
 on Multi30k de→en at word level with a 2,000-word target vocabulary, scored on test2016.
 
-    python benchmarks/pointer_generator.py [--minutes 30] [--coverage-phase 5]
+    python benchmarks/pointer_generator.py [--minutes 30] [--coverage-phase 5] [--reuse]
         [--data-dir DIR] [--out docs/results.md] [--runs-dir runs] [key=value ...]
 
 See et al. 2017 (§5): the model is trained without coverage, and coverage is "added for a
@@ -19,8 +19,15 @@ of better validation BLEU (best or last) on test2016 with the preset's beam
 (``task.test_beam``). Reports
 lowercase BLEU, chrF, the OOV copy rate (reference tokens outside the target vocabulary
 that occur in the source and that the output contains), the repeated-trigram rate of the
-output (and of the references), ``<unk>`` and mean p_gen; prints the table and replaces
+output (and of the references), ``<unk>`` and mean p_gen, and the decode-time treatment
+of ``<unk>`` (``task.block_unk`` / ``task.replace_unk``); prints the table and replaces
 the section ``## Pointer-generator (Multi30k de→en, test2016)`` of ``--out``.
+
+``--reuse`` trains nothing: it scores again the run folders already in ``--runs-dir``
+(the same ``bench-<preset>`` names), so the table can be regenerated with other decode
+settings in minutes. Its overrides may only be evaluation settings (``EVALUATION_KEYS``,
+e.g. ``task.block_unk=true``); they are applied to each run's saved config before it is
+scored.
 """
 
 from __future__ import annotations
@@ -34,6 +41,8 @@ import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
+
+import torch
 
 from seqlab import api
 from seqlab.inspect.claim_rules import COVERAGE_CUT
@@ -53,6 +62,19 @@ HEADING = "## Pointer-generator (Multi30k de→en, test2016)"
 PRESETS = {"plain": "multi30k-pointer-generator", "coverage": "multi30k-pointer-generator-coverage"}
 CONTROL = "plain+"  # the plain model trained on for the coverage phase, without coverage
 COPY_TARGET = 90.0  # issue 7: copies ≥ 90% of the source OOV words the reference keeps
+# Overrides that change how a trained run is scored, not what was trained: the only ones
+# --reuse accepts, and the ones applied to a run's saved config before scoring it.
+EVALUATION_KEYS = (
+    "task.test_beam",
+    "task.test_sentences",
+    "task.length_penalty",
+    "task.max_len_a",
+    "task.max_len_b",
+    "task.eval_batch_tokens",
+    "task.block_unk",
+    "task.replace_unk",
+    "train.threads",
+)
 
 
 @dataclass
@@ -70,6 +92,13 @@ class Row:
     beam: int
     metrics: dict[str, float]
     checkpoint: str
+    block_unk: bool = False
+    replace_unk: bool = False
+
+    @property
+    def unk_decoding(self) -> str:
+        """The table's "<unk> at decode" cell."""
+        return "blocked" if self.block_unk else "replaced" if self.replace_unk else "allowed"
 
 
 def final_lr(run_dir: Path) -> float:
@@ -115,6 +144,22 @@ def saved_summary(run_dir: Path) -> dict:
     }
 
 
+def evaluation_overrides(overrides: list[str]) -> list[str]:
+    """The overrides among ``overrides`` that only change scoring (``EVALUATION_KEYS``)."""
+    return [o for o in overrides if o.split("=", 1)[0].strip() in EVALUATION_KEYS]
+
+
+def apply_evaluation_overrides(loaded: api.LoadedModel, overrides: list[str]) -> None:
+    """Score ``loaded`` with ``overrides`` (evaluation keys only) on top of its saved
+    config: the task's decode settings are replaced, ``train.threads`` sets the threads."""
+    if not overrides:
+        return
+    cfg = api.resolve_config(loaded.config.to_dict(), overrides)
+    loaded.config, loaded.task.cfg = cfg, cfg.task_cfg
+    if cfg.train.threads is not None:
+        torch.set_num_threads(cfg.train.threads)
+
+
 def run_preset(
     variant: str,
     minutes: float,
@@ -126,7 +171,8 @@ def run_preset(
 ) -> Row:
     """Train one run (``overrides`` last, so a phase's ``train.max_minutes`` wins) and score
     it; the control ``plain+`` trains the plain preset into ``bench-<preset>-continued``.
-    ``train=False`` scores the run already in its folder."""
+    ``train=False`` scores the run already in its folder. Either way the run is scored
+    with the evaluation overrides among ``overrides`` applied to its saved config."""
     preset = PRESETS["plain" if variant == CONTROL else variant]
     run_dir = runs_dir / f"bench-{preset}{'-continued' if variant == CONTROL else ''}"
     if train:
@@ -143,11 +189,13 @@ def run_preset(
     best, final = summary.get("best") or {}, summary.get("valid") or {}
     use_best = best.get("value") is not None and best["value"] > final.get("bleu_lc", -1.0)
     loaded = api.load(run_dir, data_dir=data_dir, prefer="best" if use_best else "latest")
+    apply_evaluation_overrides(loaded, evaluation_overrides(overrides))
     metrics = dict(loaded.evaluate("test"))
     cfg = loaded.config
+    phase = minutes if train else round(float(summary["elapsed"]) / 60.0)  # as trained
     return Row(
         variant=variant,
-        preset=preset if variant != CONTROL else f"{preset} (+{minutes:g} min)",
+        preset=preset if variant != CONTROL else f"{preset} (+{phase:g} min)",
         coverage=bool(cfg.model_cfg.coverage),
         cov_lambda=float(cfg.task_cfg.cov_lambda),
         params=sum(p.numel() for p in loaded.model.parameters()),
@@ -157,12 +205,15 @@ def run_preset(
         beam=int(cfg.task_cfg.test_beam),
         metrics=metrics,
         checkpoint=f"{loaded.checkpoint.name} (step {loaded.step})",
+        block_unk=bool(cfg.task_cfg.block_unk),
+        replace_unk=bool(cfg.task_cfg.replace_unk),
     )
 
 
 def format_table(rows: list[Row]) -> str:
     head = (
-        "| model | coverage | λ | params | train min | updates | tgt tok/s | beam K | lc BLEU "
+        "| model | coverage | λ | params | train min | updates | tgt tok/s | beam K "
+        "| <unk> at decode | lc BLEU "
         "| chrF | OOV copy % (copied / copyable) | repeated trigrams % | ref. rep. trigrams % | "
         "<unk> % | mean p_gen | checkpoint |"
     )
@@ -173,7 +224,7 @@ def format_table(rows: list[Row]) -> str:
         lines.append(
             f"| `{r.preset}` | {'yes' if r.coverage else 'no'} | {r.cov_lambda:g} "
             f"| {r.params / 1e6:.2f}M | {r.minutes:.1f} | {r.updates} | {r.tokens_per_s:,.0f} "
-            f"| {r.beam} "
+            f"| {r.beam} | {r.unk_decoding} "
             f"| {m['bleu_lc']:.1f} | {m['chrf']:.1f} "
             f"| {m['oov_copy']:.1f} ({copied} / {int(m['oov_copyable'])}) "
             f"| {m['repeat_trigram']:.2f} | {m['ref_repeat_trigram']:.2f} | {m['unk']:.1f} "
@@ -208,14 +259,24 @@ def targets(rows: list[Row]) -> list[str]:
     return out
 
 
-def render_section(rows: list[Row], command: str, minutes: float, phase: float) -> str:
-    budget = (
-        f"Budget: {minutes:g} min of training without coverage (`train.max_minutes`), then "
-        f"from those weights a {phase:g}-min phase with coverage and, as the control, one "
-        "without (See et al. 2017 §5: coverage is added for a short final phase)."
-        if phase > 0
-        else f"Budget: {minutes:g} min of training per preset, coverage from the start."
-    )
+def render_section(
+    rows: list[Row], command: str, minutes: float, phase: float, reuse: bool = False
+) -> str:
+    if reuse:
+        budget = (
+            "Runs reused (`--reuse`): nothing was trained by this command; each run was "
+            "scored again from its folder with the decode settings of the table (train min, "
+            "updates and tgt tok/s are those recorded in its metrics.jsonl)."
+        )
+    elif phase > 0:
+        budget = (
+            f"Budget: {minutes:g} min of training without coverage (`train.max_minutes`), "
+            f"then from those weights a {phase:g}-min phase with coverage and, as the "
+            "control, one without (See et al. 2017 §5: coverage is added for a short final "
+            "phase)."
+        )
+    else:
+        budget = f"Budget: {minutes:g} min of training per preset, coverage from the start."
     return "\n".join(
         [
             HEADING,
@@ -234,7 +295,11 @@ def render_section(rows: list[Row], command: str, minutes: float, phase: float) 
             "references. OOV copy = reference tokens outside the target vocabulary that "
             "also occur in the source, clipped counts found in the output. Repeated "
             "trigrams = trigrams equal to an earlier trigram of the same sentence. Mean "
-            "p_gen over the decoded steps. docs/pointer-generator.md explains each column.",
+            "p_gen over the decoded steps. <unk> at decode: allowed = the paper's decoding; "
+            "blocked = `task.block_unk` (log P(<unk>) = −∞ at every step, so the decoder "
+            "writes a vocabulary word or copies); replaced = `task.replace_unk` (each <unk> "
+            "of the output becomes the source word with the most attention at its step). "
+            "docs/pointer-generator.md explains each column.",
         ]
     )
 
@@ -255,6 +320,12 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     p.add_argument("--data-dir", default=None, help="data folder (default: ../shared/data)")
     p.add_argument("--out", default=str(ROOT / "docs" / "results.md"), help="markdown file")
     p.add_argument("--runs-dir", default="runs", help="run folders go to RUNS/bench-<preset>")
+    p.add_argument(
+        "--reuse",
+        action="store_true",
+        help="train nothing: score the runs already in RUNS/bench-<preset> again "
+        "(overrides: evaluation settings only, e.g. task.block_unk=true)",
+    )
     p.add_argument("--verbose", action="store_true", help="show the trainer's progress")
     p.add_argument("overrides", nargs="*", help="key=value (both) or VARIANT:key=value")
     args = p.parse_args(argv)
@@ -265,6 +336,14 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     for text in args.overrides:
         if "=" not in text:
             p.error(f"override {text!r} is not key=value")
+    if args.reuse:
+        for v in args.variants:
+            for text in overrides_for(v, args.overrides):
+                if not evaluation_overrides([text]):
+                    p.error(
+                        f"--reuse scores runs already trained: override {text!r} cannot apply "
+                        f"(evaluation settings only: {', '.join(EVALUATION_KEYS)})"
+                    )
     return args
 
 
@@ -283,17 +362,17 @@ def main(argv: list[str] | None = None) -> list[Row]:
         plain_dir = Path(args.runs_dir) / f"bench-{PRESETS['plain']}"
         runs = [r for r in runs if r[0] != "coverage"]
         if "plain" not in args.variants:  # the plain run already there: score it again
-            runs.insert(0, ("plain", args.minutes, [], None))
+            runs.insert(0, ("plain", args.minutes, overrides_for("plain", args.overrides), None))
         for v in (CONTROL, "coverage"):
             own = overrides_for("plain" if v == CONTROL else v, args.overrides)
             runs.append((v, args.coverage_phase, own, plain_dir))
     rows = []
     for v, minutes, overrides, plain_dir in runs:
         t0 = time.perf_counter()
-        trains = v in args.variants or v == CONTROL
+        trains = not args.reuse and (v in args.variants or v == CONTROL)
         doing = f"training {minutes:g} min" if trains else "scoring the saved run"
         print(f"[{v}] {doing} …", flush=True)
-        if plain_dir is not None:  # read only now: the plain run of this invocation is done
+        if trains and plain_dir is not None:  # read only now: this invocation's plain run is done
             overrides = [*overrides, *phase_overrides(plain_dir, minutes)]
         row = run_preset(
             v, minutes, overrides, args.data_dir, Path(args.runs_dir), not args.verbose, trains
@@ -309,8 +388,13 @@ def main(argv: list[str] | None = None) -> list[Row]:
     print(format_table(rows))
     print("\n".join(targets(rows)))
     out = Path(args.out)
-    write_section(out, render_section(rows, command, args.minutes, args.coverage_phase), HEADING)
-    sidecar = {"command": command, "rows": [dataclasses.asdict(r) for r in rows]}
+    section = render_section(rows, command, args.minutes, args.coverage_phase, args.reuse)
+    write_section(out, section, HEADING)
+    sidecar = {
+        "command": command,
+        "reuse": args.reuse,
+        "rows": [dataclasses.asdict(r) for r in rows],
+    }
     path = write_json(out.parent / "figures" / "pointer-generator.json", sidecar)
     print(f"wrote {out} ({HEADING[3:]}) and {path}")  # the JSON is read by seqlab report
     return rows

@@ -21,6 +21,9 @@ Pipeline (docs/pointer-generator.md):
    ``repeat_trigram`` (% of the output's trigrams that repeat an earlier trigram of the
    same sentence; ``ref_repeat_trigram`` the same for the references), ``unk`` (% of
    output tokens that are ``<unk>``) and ``p_gen`` (mean p_gen of the decoded steps).
+   Decoding (seqlab.tasks.copy_translation_decode) may forbid ``<unk>`` (``block_unk``)
+   or replace each ``<unk>`` by its most-attended source word (``replace_unk``); both
+   are decode-time options, off by default (See et al. decode without them).
 """
 
 from __future__ import annotations
@@ -36,9 +39,8 @@ from typing import Any, Literal
 
 import numpy as np
 import torch
-from torch import Tensor, nn
+from torch import nn
 
-from seqlab.data.collate import pad_batch
 from seqlab.data.multi30k import locate_multi30k
 from seqlab.data.oov import (
     CopyBatch,
@@ -48,15 +50,17 @@ from seqlab.data.oov import (
     make_copy_example,
 )
 from seqlab.data.readers import read_parallel
-from seqlab.data.vocab import BOS_ID, EOS_ID, PAD_ID, UNK, Vocab
-from seqlab.decode.beam import beam_search
-from seqlab.decode.greedy import greedy
+from seqlab.data.vocab import BOS_ID, PAD_ID, UNK, Vocab
 from seqlab.errors import DataError, SeqlabError
 from seqlab.eval.bleu import corpus_bleu, corpus_chrf
-from seqlab.nn.masks import padding_mask
 from seqlab.registry import TASKS
 from seqlab.tasks.base import LossOutput, Task
-from seqlab.tasks.translation_eval import SearchSettings, batch_limits, plan_batches
+from seqlab.tasks.copy_translation_decode import (
+    decode_copy,
+    model_device,
+    replace_unk_by_attention,
+)
+from seqlab.tasks.translation_eval import SearchSettings
 
 __all__ = [
     "CopyTranslationConfig",
@@ -114,6 +118,13 @@ class CopyTranslationConfig:
     test optional). ``max_len``: training pairs with more words on either side are
     dropped. ``valid_bleu_sentences``: decode only the first N valid sentences (0 = all);
     ``test_sentences``: the same for every other split (0 = all; for smoke tests).
+
+    Decode-time treatment of ``<unk>`` (evaluation, ``translate``, ``explain``; neither is
+    in See et al. 2017, both default off; seqlab.tasks.copy_translation_decode):
+    ``block_unk``: log P(<unk>) = −∞ at every decoding step, so the search picks a
+    vocabulary word or a copy; ``replace_unk``: each ``<unk>`` left in the output becomes
+    the source word with the highest attention weight at its step (Luong et al. 2015).
+    At most one of the two (with ``block_unk`` there is no ``<unk>`` to replace).
     """
 
     src_lang: str = "de"
@@ -140,6 +151,8 @@ class CopyTranslationConfig:
     max_len_a: float = 1.5
     max_len_b: int = 5
     eval_batch_tokens: int = 8000
+    block_unk: bool = False
+    replace_unk: bool = False
 
     def __post_init__(self) -> None:
         paths = [self.train_src, self.train_tgt, self.valid_src, self.valid_tgt]
@@ -167,70 +180,14 @@ class CopyTranslationConfig:
                 raise ValueError(f"task.{name} must be >= 0 (0 = all)")
         if self.max_train_examples is not None and self.max_train_examples < 1:
             raise ValueError("task.max_train_examples must be >= 1 or null")
-
-
-def _device(model: nn.Module) -> torch.device:
-    p = next(model.parameters(), None)
-    return p.device if p is not None else torch.device("cpu")
-
-
-@torch.no_grad()
-def decode_copy(
-    model: nn.Module, examples: Sequence[CopyExample], settings: SearchSettings
-) -> list[tuple[list[int], float]]:
-    """Decode each example with greedy (beam 1) or beam search over the extended
-    vocabulary; returns, in input order, (extended ids without EOS, mean p_gen of its
-    steps). Batches as ``translation_eval.decode_ids``: longest sources first within the
-    token budget (``plan_batches``), each row with its own limit ⌊a·|x| + b⌋
-    (``batch_limits``).
-
-    Shapes (per batch): src, src_ext (B, S); per-row max_len (B,); greedy tokens (B, T);
-    beam tokens (B, 1, T).
-    """
-    device = _device(model)
-    out: list[tuple[list[int], float] | None] = [None] * len(examples)
-    n_src = [len(e.src_ids) - 1 for e in examples]  # without the source EOS
-    for batch in plan_batches(n_src, settings):
-        rows = [examples[i] for i in batch]
-        src, lengths = pad_batch([e.src_ids for e in rows], PAD_ID)  # (B, S), (B,)
-        src_ext, _ = pad_batch([e.src_ext for e in rows], PAD_ID)  # (B, S)
-        src, src_ext = src.to(device), src_ext.to(device)  # (B, S)
-        src_mask = padding_mask(lengths).to(device)  # (B, S)
-        n_oov = max(len(e.oovs) for e in rows)
-        limit = batch_limits([n_src[i] for i in batch], settings).to(device)  # (B,)
-        state = model.init_state(model.encode(src, src_mask, src_ext, n_oov), src_mask)
-        B = len(batch)
-        if settings.beam == 1:
-            res = greedy(model, state, B, BOS_ID, EOS_ID, max_len=limit, pad_id=PAD_ID)
-            tokens, lens = res.tokens, res.lengths  # (B, T), (B,)
-        else:
-            res = beam_search(
-                model,
-                state,
-                B,
-                BOS_ID,
-                EOS_ID,
-                max_len=limit,
-                beam_size=settings.beam,
-                alpha=settings.length_penalty,
-                pad_id=PAD_ID,
+        for name in ("block_unk", "replace_unk"):
+            if not isinstance(getattr(self, name), bool):
+                raise ValueError(f"task.{name} must be true or false, got {getattr(self, name)!r}")
+        if self.block_unk and self.replace_unk:
+            raise ValueError(
+                "task.block_unk and task.replace_unk: choose one (with block_unk the output "
+                "has no <unk> to replace)"
             )
-            tokens, lens = res.tokens[:, 0], res.lengths[:, 0]  # (B, T), (B,)
-        ids = [row[:n] for row, n in zip(tokens.tolist(), lens.tolist())]
-        p_gen = _mean_p_gen(model, src, src_mask, src_ext, n_oov, ids)
-        for b, i in enumerate(batch):
-            out[i] = (ids[b][:-1] if ids[b] and ids[b][-1] == EOS_ID else ids[b], p_gen[b])
-    return out  # type: ignore[return-value]
-
-
-def _mean_p_gen(
-    model: nn.Module, src: Tensor, src_mask: Tensor, src_ext: Tensor, n_oov: int, ids: list
-) -> list[float]:
-    """Mean p_gen over the steps of each decoded row (teacher-forced on the output)."""
-    y, n = pad_batch([[BOS_ID, *row[:-1]] if row else [BOS_ID] for row in ids], PAD_ID)  # (B, T)
-    y, mask = y.to(src.device), padding_mask(n).to(src.device)  # (B, T)
-    out = model(src, src_mask, y, mask, src_ext, n_oov, details=True)
-    return ((out.p_gen * mask).sum(1) / mask.sum(1)).tolist()  # (B,)
 
 
 @TASKS.register("copy_translation", CopyTranslationConfig)
@@ -368,7 +325,7 @@ class CopyTranslationTask(Task):
                 self.cfg.eval_batch_tokens
             ):
                 end += 1
-            batch = self.collate(order[start:end], split).to(_device(model))
+            batch = self.collate(order[start:end], split).to(model_device(model))
             out = self.loss(model, batch)
             nll, n_tok, start = nll + float(out.nll_sum), n_tok + out.n_tokens, end
         return nll, n_tok
@@ -384,12 +341,19 @@ class CopyTranslationTask(Task):
             batch_tokens=cfg.eval_batch_tokens,
         )
 
+    def _decode(
+        self, model: nn.Module, examples: Sequence[CopyExample], settings: SearchSettings
+    ) -> list[tuple[list[int], float]]:
+        """``decode_copy`` with the config's ``block_unk`` / ``replace_unk``."""
+        cfg = self.cfg
+        return decode_copy(model, examples, settings, cfg.block_unk, cfg.replace_unk)
+
     @torch.no_grad()
     def evaluate(self, model: nn.Module, split: str = "valid") -> dict[str, float]:
         """Loss / ppl (teacher forced, whole split) and the decoded-output metrics (module
         docstring): ``valid`` decodes the first ``valid_bleu_sentences`` with
         ``valid_beam``, other splits the first ``test_sentences`` (0 = all) with
-        ``test_beam``."""
+        ``test_beam``; ``block_unk`` / ``replace_unk`` as configured."""
         split = self._split(split)
         was_training = model.training
         model.eval()
@@ -401,7 +365,7 @@ class CopyTranslationTask(Task):
             if limit:
                 n = min(n, limit)
             beam = self.cfg.valid_beam if split == "valid" else self.cfg.test_beam
-            decoded = decode_copy(model, examples[:n], self._settings(beam))
+            decoded = self._decode(model, examples[:n], self._settings(beam))
         finally:
             model.train(was_training)
         src_words, ref_words = self.words[split]
@@ -446,12 +410,13 @@ class CopyTranslationTask(Task):
         self, model: nn.Module, sentences: list[str], beam: int = 4, **search: Any
     ) -> list[str]:
         """Raw source sentences → lowercase detokenised translations (copied OOVs
-        included); ``search``: max_len_a, max_len_b, length_penalty."""
+        included; ``block_unk`` / ``replace_unk`` as configured); ``search``: max_len_a,
+        max_len_b, length_penalty."""
         examples = self._examples_of(sentences)
         was_training = model.training
         model.eval()
         try:
-            decoded = decode_copy(model, examples, self._settings(beam, **search))
+            decoded = self._decode(model, examples, self._settings(beam, **search))
         finally:
             model.train(was_training)
         return [
@@ -463,13 +428,16 @@ class CopyTranslationTask(Task):
     def explain(self, model: nn.Module, sentence: str, beam: int = 1) -> dict[str, Any]:
         """Decode one sentence and return, per output step, p_gen, the attention a^t and
         the coverage c^t: {"source": words + [</s>], "output": words + [</s>],
-        "p_gen": (T,), "attention": (T, S), "coverage": (T, S), "cov_loss": (T,)}."""
+        "p_gen": (T,), "attention": (T, S), "coverage": (T, S), "cov_loss": (T,)}.
+        With ``replace_unk`` the output shows the replaced words; the per-step values are
+        those of the decoded steps (before replacement)."""
         (example,) = self._examples_of([sentence])
         was_training = model.training
         model.eval()
         try:
-            ((ids, _),) = decode_copy(model, [example], self._settings(beam))
-            device = _device(model)
+            settings = self._settings(beam)
+            ((ids, _),) = decode_copy(model, [example], settings, block_unk=self.cfg.block_unk)
+            device = model_device(model)
             src = torch.tensor([example.src_ids], device=device)  # (1, S)
             src_ext = torch.tensor([example.src_ext], device=device)  # (1, S)
             y_in = torch.tensor([[BOS_ID, *ids]], device=device)  # (1, T)
@@ -485,6 +453,8 @@ class CopyTranslationTask(Task):
             )
         finally:
             model.train(was_training)
+        if self.cfg.replace_unk:
+            ids = replace_unk_by_attention(ids, out.attention[0], example.src_ext)
         words = extended_to_words(ids, self.tgt_vocab, example.oovs)
         return {
             "source": [*tokenize(sentence), "</s>"],

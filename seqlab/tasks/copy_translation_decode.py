@@ -1,0 +1,175 @@
+"""Decoding for the copy_translation task: greedy or beam search over the extended
+vocabulary, and two decode-time treatments of ``<unk>`` (docs/pointer-generator.md, "Why
+copying is low, and `<unk>` at decode time").
+
+With a 2,000-word target vocabulary the model attends to the right source word but often
+puts more mass on generating ``<unk>`` than on copying it: in training, only 6.9 % of the
+source words outside both vocabularies occur in their reference (are answered by a copy).
+Neither option below is in See et al. 2017; both change decoding only (the trained model
+and the teacher-forced loss / ppl are untouched):
+
+- ``block_unk`` (``UnkBlockedDecoder``): log P(<unk>) = −∞ at every step, so the search
+  picks a vocabulary word or a copy.
+- ``replace_unk`` (``replace_unk_by_attention``): after decoding, each ``<unk>`` left in
+  the output is replaced by the source word with the highest attention weight at that
+  step (Luong et al. 2015, §3.3; Jean et al. 2015).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import torch
+from torch import Tensor, nn
+
+from seqlab.data.collate import pad_batch
+from seqlab.data.oov import CopyExample
+from seqlab.data.vocab import BOS_ID, EOS_ID, PAD_ID, UNK_ID
+from seqlab.decode.beam import beam_search
+from seqlab.decode.greedy import greedy
+from seqlab.decode.state import StepDecoder
+from seqlab.nn.masks import padding_mask
+from seqlab.tasks.translation_eval import SearchSettings, batch_limits, plan_batches
+
+__all__ = [
+    "UnkBlockedDecoder",
+    "decode_copy",
+    "forbid_unk",
+    "model_device",
+    "replace_unk_by_attention",
+]
+
+
+def model_device(model: nn.Module) -> torch.device:
+    """The device of the model's first parameter (CPU for a model without any)."""
+    p = next(model.parameters(), None)
+    return p.device if p is not None else torch.device("cpu")
+
+
+def forbid_unk(log_p: Tensor, unk_id: int = UNK_ID) -> Tensor:
+    """log P with the ``<unk>`` entry set to −∞ (probability 0), the others unchanged.
+
+    Shapes: log_p (..., V + n_oov) -> (..., V + n_oov)
+    """
+    unk = torch.zeros(log_p.size(-1), dtype=torch.bool, device=log_p.device)  # (V',)
+    unk[unk_id] = True
+    return log_p.masked_fill(unk, float("-inf"))  # (..., V')
+
+
+class UnkBlockedDecoder:
+    """``block_unk``: a decode-time constraint, not part of See et al. 2017. The wrapped
+    decoder's ``step`` with log P(<unk>) = −∞ (``forbid_unk``) at every decoding step,
+    applied before the search chooses, so greedy and beam search emit a vocabulary word
+    or a copied source word, never ``<unk>``.
+
+    The searches take log_softmax of what ``step`` returns, so the remaining ids are
+    renormalised: the search decodes from P(y_t | y_t ≠ <unk>, y_<t, x). Greedy picks what
+    the unrenormalised mask would pick; beam search ranks hypotheses by the renormalised
+    log P, and both report it, not the model's own log P(Y).
+
+    Shapes: step(y_prev (B,), state) -> log P (B, V + n_oov) with column ``unk_id`` −∞,
+    state
+    """
+
+    def __init__(self, decoder: StepDecoder, unk_id: int = UNK_ID) -> None:
+        self.decoder, self.unk_id = decoder, unk_id
+
+    def step(self, y_prev: Tensor, state: Any) -> tuple[Tensor, Any]:
+        log_p, state = self.decoder.step(y_prev, state)  # (B, V')
+        return forbid_unk(log_p, self.unk_id), state
+
+
+def replace_unk_by_attention(
+    ids: Sequence[int], attention: Tensor, src_ext: Sequence[int]
+) -> list[int]:
+    """``replace_unk`` (Luong et al. 2015, §3.3; Jean et al. 2015): each ``<unk>`` at output
+    step t becomes the source word i* = argmax_i a_i^t, the position the model attended to
+    most when it emitted that ``<unk>``. The word is written as it is in the source (no
+    dictionary): ``src_ext[i*]``, its target id when it is a target word, else its copy id
+    V + k. The source's final ``</s>`` is not a candidate (ties: the first position); with
+    no source word the ``<unk>`` stays. Other ids are unchanged.
+
+    Shapes: ids (T,); attention (≥ T, ≥ S) with row t = the step that emitted ids[t]
+    (``PointerGeneratorOutput.attention`` of the teacher-forced pass on the output);
+    src_ext (S,), the example's extended source ids ending in ``</s>`` -> (T,)
+    """
+    n_words = len(src_ext) - 1  # without the final </s>
+    if n_words < 1 or UNK_ID not in ids:
+        return list(ids)
+    best = attention[: len(ids), :n_words].argmax(dim=-1).tolist()  # (T,)
+    return [int(src_ext[best[t]]) if j == UNK_ID else int(j) for t, j in enumerate(ids)]
+
+
+@torch.no_grad()
+def decode_copy(
+    model: nn.Module,
+    examples: Sequence[CopyExample],
+    settings: SearchSettings,
+    block_unk: bool = False,
+    replace_unk: bool = False,
+) -> list[tuple[list[int], float]]:
+    """Decode each example with greedy (beam 1) or beam search over the extended
+    vocabulary; returns, in input order, (extended ids without EOS, mean p_gen of its
+    steps). Batches as ``translation_eval.decode_ids``: longest sources first within the
+    token budget (``plan_batches``), each row with its own limit ⌊a·|x| + b⌋
+    (``batch_limits``). ``block_unk``: the search never emits ``<unk>`` (``UnkBlockedDecoder``);
+    ``replace_unk``: each ``<unk>`` of the output becomes its most-attended source word
+    (``replace_unk_by_attention``; p_gen is that of the decoded steps).
+
+    Shapes (per batch): src, src_ext (B, S); per-row max_len (B,); greedy tokens (B, T);
+    beam tokens (B, 1, T).
+    """
+    device = model_device(model)
+    decoder = UnkBlockedDecoder(model) if block_unk else model
+    out: list[tuple[list[int], float] | None] = [None] * len(examples)
+    n_src = [len(e.src_ids) - 1 for e in examples]  # without the source EOS
+    for batch in plan_batches(n_src, settings):
+        rows = [examples[i] for i in batch]
+        src, lengths = pad_batch([e.src_ids for e in rows], PAD_ID)  # (B, S), (B,)
+        src_ext, _ = pad_batch([e.src_ext for e in rows], PAD_ID)  # (B, S)
+        src, src_ext = src.to(device), src_ext.to(device)  # (B, S)
+        src_mask = padding_mask(lengths).to(device)  # (B, S)
+        n_oov = max(len(e.oovs) for e in rows)
+        limit = batch_limits([n_src[i] for i in batch], settings).to(device)  # (B,)
+        state = model.init_state(model.encode(src, src_mask, src_ext, n_oov), src_mask)
+        B = len(batch)
+        if settings.beam == 1:
+            res = greedy(decoder, state, B, BOS_ID, EOS_ID, max_len=limit, pad_id=PAD_ID)
+            tokens, lens = res.tokens, res.lengths  # (B, T), (B,)
+        else:
+            res = beam_search(
+                decoder,
+                state,
+                B,
+                BOS_ID,
+                EOS_ID,
+                max_len=limit,
+                beam_size=settings.beam,
+                alpha=settings.length_penalty,
+                pad_id=PAD_ID,
+            )
+            tokens, lens = res.tokens[:, 0], res.lengths[:, 0]  # (B, T), (B,)
+        ids = [row[:n] for row, n in zip(tokens.tolist(), lens.tolist())]
+        p_gen, attention = _decoded_steps(model, src, src_mask, src_ext, n_oov, ids)
+        for b, i in enumerate(batch):
+            row = ids[b]
+            if replace_unk:
+                row = replace_unk_by_attention(row, attention[b], examples[i].src_ext)
+            out[i] = (row[:-1] if row and row[-1] == EOS_ID else row, p_gen[b])
+    return out  # type: ignore[return-value]
+
+
+def _decoded_steps(
+    model: nn.Module, src: Tensor, src_mask: Tensor, src_ext: Tensor, n_oov: int, ids: list
+) -> tuple[list[float], Tensor]:
+    """Teacher-forced on the decoded rows: the mean p_gen of each row's steps and the
+    attention a^t of every step (row t emitted ids[t]).
+
+    Shapes: src, src_mask, src_ext (B, S) -> B floats, attention (B, T, S)
+    """
+    y, n = pad_batch([[BOS_ID, *row[:-1]] if row else [BOS_ID] for row in ids], PAD_ID)  # (B, T)
+    y, mask = y.to(src.device), padding_mask(n).to(src.device)  # (B, T)
+    out = model(src, src_mask, y, mask, src_ext, n_oov, details=True)
+    p_gen = ((out.p_gen * mask).sum(1) / mask.sum(1)).tolist()  # (B,)
+    return p_gen, out.attention.cpu()  # (B, T, S)
