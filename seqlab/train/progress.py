@@ -97,8 +97,9 @@ class Progress:
 
     def set_total(self, total: int) -> None:
         """The run's planned length changed (a schedule fitted to the wall-clock budget,
-        seqlab.train.budget): the bar and the ``step N/TOTAL`` lines follow it."""
-        self.total = max(1, int(total))
+        seqlab.train.budget): the bar and the ``step N/TOTAL`` lines follow it, never
+        past ``max_steps``."""
+        self.total = max(1, min(self.max_steps, int(total)))
         if self._bar is not None:
             self._bar.total = self.total
             self._bar.refresh()
@@ -140,7 +141,7 @@ class Progress:
                     tag = key if "/" in key else f"{record.get('event', 'train')}/{key}"
                     self._tb.add_scalar(tag, value, step)
         if record.get("event") == "schedule" and isinstance(record.get("total_steps"), int):
-            self.set_total(min(self.max_steps, record["total_steps"]))
+            self.set_total(record["total_steps"])
         if echo and record.get("event") in ("train", "valid", "final"):
             self.echo(format_event(record, self.total))
 

@@ -214,6 +214,8 @@ class Trainer:
             metrics_path=self.run.metrics if writes else None,
             tensorboard_dir=self.run.root / "tensorboard" if writes and t.tensorboard else None,
         )
+        if self.schedule.budget_end is not None:  # resumed: the budget fit's plan so far
+            self.progress.set_total(self.schedule.budget_end)
         if meta is not None:  # last: nothing above may draw random numbers after this
             trainer_io.restore_rng(self, meta)
 

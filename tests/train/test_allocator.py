@@ -14,8 +14,6 @@ import os
 import subprocess
 import sys
 
-import pytest
-
 SCRIPT = r"""
 import sys, torch
 from seqlab.train.allocator import keep_freed_memory
@@ -31,7 +29,14 @@ for _ in range(12):
 """
 
 MIB = 2**20
-LINUX = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="glibc, /proc")
+LINUX = sys.platform.startswith("linux")
+
+
+def _does_nothing_off_linux() -> None:
+    """Off Linux there is no glibc mallopt (and no /proc): the module says it does nothing."""
+    from seqlab.train.allocator import keep_freed_memory
+
+    assert keep_freed_memory() is False
 
 
 def _rounds(env: dict[str, str] | None = None, mode: str = "tuned") -> list[tuple[int, int]]:
@@ -46,15 +51,17 @@ def _rounds(env: dict[str, str] | None = None, mode: str = "tuned") -> list[tupl
     return [tuple(int(v) for v in line.split()) for line in out.stdout.splitlines()]
 
 
-@LINUX
 def test_plain_glibc_unmaps_a_big_tensor_on_every_free():
+    if not LINUX:
+        return _does_nothing_off_linux()
     rounds = _rounds({"SEQLAB_MALLOC": "default"}, mode="plain")
     assert len(rounds) == 12
     assert all(during - after >= 64 * MIB for during, after in rounds)
 
 
-@LINUX
 def test_tuned_allocator_keeps_freed_blocks_and_settles():
+    if not LINUX:
+        return _does_nothing_off_linux()
     rounds = _rounds()
     assert len(rounds) == 12
     assert all(during - after < 4 * MIB for during, after in rounds)  # never unmapped

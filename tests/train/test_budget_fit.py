@@ -166,6 +166,9 @@ def test_trainer_refits_every_few_updates_and_a_resumed_run_keeps_the_curve(tmp_
     Trainer(resolve_run(tiny(**over)), tmp_path / "run", quiet=True).fit()
     first = Trainer.resume(tmp_path / "run", ["train.max_steps=180"], quiet=True)
     assert first.schedule.clock is not None and first.schedule.budget_end is not None
+    unbounded = Trainer.resume(tmp_path / "run", ["train.max_steps=1000000000"], quiet=True)
+    assert unbounded.progress.total == unbounded.schedule.budget_end < 1_000_000_000  # the plan
+    unbounded.progress.close()
     first.fit()
     lines = (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()
     events = [json.loads(x) for x in lines]
