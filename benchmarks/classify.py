@@ -4,6 +4,7 @@ contrast set of data/contrast/sentiment.tsv.
     python benchmarks/classify.py [--models avg,lstm,bilstm,kim-cnn,transformer]
         [--folds 10] [--minutes-per-fold 5] [--data-dir DIR] [--contrast FILE]
         [--out docs/results.md] [--runs-dir runs] [key=value ...] [MODEL:key=value ...]
+        [--lm-run RUN | --lm-minutes 12 --lm-sources ptb,multi30k,mr]
 
 For each model and each fold k < ``--folds``: train ``configs/mr-<model>.yaml`` with
 ``task.fold=k`` for at most ``--minutes-per-fold`` minutes (``train.max_minutes``; the
@@ -18,6 +19,14 @@ The tables go to stdout and replace the section ``## Sentiment (MR)`` of ``--out
 each row under the command that made it. Two tables: accuracy per model, and the contrast
 set — per sentence, how many of a model's fold models label it correctly — marking the
 sentences the averaged model gets wrong and a recurrent model right (notes 003).
+
+``lstm-lm`` (Dai & Le 2015, pretrain then fine-tune) starts every fold's LSTM from one
+language model: ``--lm-run`` names a trained one, otherwise the benchmark writes the
+unlabelled text of ``--lm-sources`` (``seqlab.data.sentiment_lm_corpus``; with ``mr`` the
+LM reads every fold's test sentences without labels — transductive) and trains
+``configs/mr-lm-pretrain.yaml`` for ``--lm-minutes`` into ``<runs-dir>/bench-mr-lm-pretrain``.
+``kim-cnn-sgns`` starts Kim's CNN from seqlab's SGNS vectors (``runs/embeddings/sgns.txt``,
+made by ``benchmarks/embeddings.py``).
 """
 
 from __future__ import annotations
@@ -45,14 +54,16 @@ from seqlab.train.fingerprint import cpu_model
 
 ROOT = Path(__file__).resolve().parent.parent
 HEADING = "## Sentiment (MR)"
-MODELS = ("avg", "lstm", "bilstm", "kim-cnn", "transformer")
-RECURRENT = ("lstm", "bilstm")
+MODELS = ("avg", "lstm", "bilstm", "kim-cnn", "transformer", "lstm-lm", "kim-cnn-sgns")
+RECURRENT = ("lstm", "bilstm", "lstm-lm")
 LABELS = {
     "avg": "averaged embeddings",
     "lstm": "LSTM (last state)",
     "bilstm": "BiLSTM (last states)",
     "kim-cnn": "Kim CNN (rand)",
     "transformer": "Transformer encoder (mean)",
+    "lstm-lm": "LSTM from a seqlab LM (Dai & Le 2015)",
+    "kim-cnn-sgns": "Kim CNN (seqlab SGNS vectors)",
 }
 # Issue 5/10's targets: Kim 2014 CNN-rand 76.1; the best seqlab model ≥ 80.0.
 TARGETS = {"kim-cnn": 76.1}
@@ -72,6 +83,7 @@ class Result:
     contrast_right: list[int] = field(default_factory=list)
     wall_minutes: float = 0.0
     command: str = ""
+    pretrain: str = ""  # lstm-lm: how its language model was made
 
     @property
     def mean(self) -> float:
@@ -235,6 +247,7 @@ def render_section(
         "Published: Kim 2014 CNN-rand 76.1, NBSVM-bi 79.4, Kim CNN-static (word2vec) 81.5.",
         "",
     ]
+    parts += [f"`{r.model}`: {r.pretrain}\n" for r in results if r.pretrain]
     if contrast:
         parts += [
             f"Contrast set (`{args.contrast}`, {len(contrast)} sentences written for seqlab): "
@@ -281,6 +294,9 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     p.add_argument("--out", default=str(ROOT / "docs" / "results.md"), help="markdown file")
     p.add_argument("--runs-dir", default="runs", help="runs go to RUNS/bench-mr-<model>/fold-k")
     p.add_argument("--verbose", action="store_true", help="show the trainer's progress")
+    p.add_argument("--lm-run", default=None, help="lstm-lm: a trained LM run (skip pretraining)")
+    p.add_argument("--lm-minutes", type=float, default=12.0, help="lstm-lm: pretraining budget")
+    p.add_argument("--lm-sources", default="ptb,multi30k,mr", help="lstm-lm: pretraining text")
     p.add_argument("overrides", nargs="*", help="key=value for every model; MODEL:key=value")
     args = p.parse_args(argv)
     args.models = [m.strip() for m in args.models.split(",") if m.strip()]
@@ -301,6 +317,43 @@ def overrides_for(model: str, overrides: list[str], n_folds: int) -> list[str]:
     return [f"task.n_folds={n_folds}", *model_overrides(model, overrides)]
 
 
+def pretrain_lm(args: argparse.Namespace) -> tuple[Path, str]:
+    """Write the unlabelled text and train configs/mr-lm-pretrain.yaml on it; returns the
+    run folder and a line describing it (sources, minutes, updates, valid perplexity)."""
+    from seqlab.data.sentiment_lm_corpus import write_pretraining_text
+
+    data_dir = Path(args.data_dir) if args.data_dir else api.default_data_dir()
+    if data_dir is None:
+        raise SystemExit("lstm-lm: no data folder for the LM's text; pass --data-dir")
+    sources = [s.strip() for s in args.lm_sources.split(",") if s.strip()]
+    text = Path(args.runs_dir) / "mr-lm-corpus.txt"
+    n = write_pretraining_text(data_dir, text, sources)
+    run_dir = Path(args.runs_dir) / "bench-mr-lm-pretrain"
+    overrides = [f"task.path={text}", f"train.max_minutes={args.lm_minutes}"]
+    run = api.train(
+        ROOT / "configs" / "mr-lm-pretrain.yaml",
+        run_dir=run_dir,
+        data_dir=data_dir,
+        overrides=overrides,
+        overwrite=True,
+        quiet=not args.verbose,
+    )
+    ppl = api.load(run_dir, data_dir=data_dir).evaluate("valid")["ppl"]
+    line = (
+        f"language model `configs/mr-lm-pretrain.yaml` trained {run.metrics['elapsed'] / 60:.1f} "
+        f"min ({int(run.metrics['step'])} updates) on {n:,} unlabelled sentences of "
+        f"{'+'.join(sources)} (valid perplexity {ppl:.1f})"
+        + (
+            "; it read the MR test folds' text, not their labels (transductive)"
+            if "mr" in sources
+            else ""
+        )
+        + "."
+    )
+    print(f"[lstm-lm] {line}", flush=True)
+    return run_dir, line
+
+
 def main(argv: list[str] | None = None) -> list[Result]:
     """Run the benchmark; print the tables and write the section; return the results."""
     argv = list(sys.argv[1:] if argv is None else argv)
@@ -315,12 +368,19 @@ def main(argv: list[str] | None = None) -> list[Result]:
     results = []
     for model in args.models:
         result, t0 = Result(model, command=command), time.perf_counter()
+        extra = []
+        if model == "lstm-lm":
+            if args.lm_run:
+                lm_run, result.pretrain = Path(args.lm_run), f"language model `{args.lm_run}`."
+            else:
+                lm_run, result.pretrain = pretrain_lm(args)
+            extra = [f"task.init_lm={lm_run}"]
         for fold in range(args.folds):
             run_fold(
                 model,
                 fold,
                 args.minutes_per_fold,
-                overrides_for(model, args.overrides, args.n_folds),
+                [*extra, *overrides_for(model, args.overrides, args.n_folds)],
                 args.data_dir,
                 Path(args.runs_dir),
                 contrast,

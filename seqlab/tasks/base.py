@@ -123,6 +123,12 @@ class Task(ABC):
     def model_kwargs(self) -> dict[str, Any]:
         """Arguments the model needs from the data (vocabulary sizes, pad id)."""
 
+    def init_model(self, model: nn.Module) -> None:
+        """Called by ``build_model`` on every freshly built model, before any checkpoint is
+        loaded into it (e.g. to copy a pretrained network's weights in at the start of a
+        run). Default: nothing."""
+        return None
+
     @abstractmethod
     def train_lengths(self) -> np.ndarray:
         """(N,) per-example cost length used by the token-budget batcher."""

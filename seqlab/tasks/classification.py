@@ -78,7 +78,10 @@ class ClassifyConfig:
     default cp1252 for MR, utf-8 for TSV. ``clean``: ``kim2014`` (:func:`clean_str`) or
     ``whitespace``. ``max_len``: tokens kept per sentence (the rest is cut).
     ``embeddings_path``: word2vec text vectors for the embedding table (its D must equal
-    the model's embedding width).
+    the model's embedding width). ``init_lm``: a run folder or checkpoint of a seqlab
+    recurrent LM (``model: rnn_lm``, word level) whose embedding and recurrent weights
+    start an ``rnn_classifier`` of the same sizes (Dai & Le 2015;
+    ``seqlab.models.lm_transfer``); applied after ``embeddings_path``.
     """
 
     data: Literal["mr", "tsv"] = "mr"
@@ -95,6 +98,7 @@ class ClassifyConfig:
     max_vocab: int | None = None
     max_len: int = 128
     embeddings_path: str | None = None
+    init_lm: str | None = None
     eval_batch_size: int = 256
 
     def __post_init__(self) -> None:
@@ -161,6 +165,7 @@ class ClassificationTask(Task):
         self._data: dict[str, _Split] | None = None
         self._data_error: DataError | None = None
         self.embedding_coverage: float | None = None
+        self.lm_transfer: Any = None
         if tokenizer_state is None:
             raw = self._read()
             labels = sorted({label for pairs in raw.values() for _, label in pairs})
@@ -277,6 +282,32 @@ class ClassificationTask(Task):
         self.embedding_coverage = coverage
         log.info("embeddings %s cover %.1f%% of the vocabulary", path, 100 * coverage)
         return coverage
+
+    def init_model(self, model: nn.Module) -> None:
+        """At the start of a run with ``init_lm``: copy the LM's weights in."""
+        if not self._fresh or self.cfg.init_lm is None:
+            return
+        from seqlab.api import load  # the api imports the tasks
+        from seqlab.data.tokenizers import WordTokenizer
+        from seqlab.models.lm_transfer import transfer_lm
+
+        path = self._file(str(self.cfg.init_lm))
+        with torch.random.fork_rng(devices=[]):  # building the LM must not move our seed
+            lm = load(path, data_dir=self.data_dir)
+        tokenizer = getattr(lm.task, "tokenizer", None)
+        if not isinstance(tokenizer, WordTokenizer):
+            raise ConfigError(
+                f"task.init_lm: {path} is not a word-level language model run"
+                " — train one with task: lm, level: word, model: rnn_lm"
+            )
+        self.lm_transfer = transfer_lm(model, self.vocab.tokens, lm.model, tokenizer.vocab.tokens)
+        log.info(
+            "init_lm %s: %d of %d recurrent cells, %.1f%% of the vocabulary",
+            path,
+            self.lm_transfer.cells,
+            self.lm_transfer.total_cells,
+            100 * self.lm_transfer.coverage,
+        )
 
     def train_lengths(self) -> np.ndarray:
         return np.array([len(s) for s in self.splits["train"].ids], dtype=np.int64)

@@ -28,15 +28,17 @@ def build_task(
 
 
 def build_model(cfg: RunConfig, task: Task) -> nn.Module:
-    """``MODELS[cfg.model](model_cfg, **task.model_kwargs())``."""
+    """``MODELS[cfg.model](model_cfg, **task.model_kwargs())``, then ``task.init_model``."""
     catalog.load_all()
     entry = MODELS.get(cfg.model)
     try:
-        return entry.target(cfg.model_cfg, **task.model_kwargs())
+        model = entry.target(cfg.model_cfg, **task.model_kwargs())
     except (TypeError, ValueError) as exc:
         raise SeqlabError(
             f"model '{cfg.model}' cannot be built for task '{cfg.task}': {exc}"
         ) from None
+    task.init_model(model)
+    return model
 
 
 def count_parameters(model: nn.Module) -> int:
