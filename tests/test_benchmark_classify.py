@@ -55,3 +55,69 @@ def test_section_names_the_command_of_every_row(tmp_path):
     assert "Command (`avg`): `python earlier`" in text
     assert "Command (`lstm`): `python now`" in text
     assert "Best: `lstm` 76.0 %" in text
+
+
+def _mr_folder(tmp_path):
+    folder = tmp_path / "mr_polarity"
+    folder.mkdir()
+    words = ["good fun", "a joy", "truly great", "bad dull", "awful slow", "a bore"]
+    pos = b"".join(b"%s %d \n" % (words[i % 3].encode(), i) for i in range(30))
+    neg = b"".join(b"%s %d \n" % (words[3 + i % 3].encode(), i) for i in range(30))
+    (folder / "rt-polarity.pos").write_bytes(pos)
+    (folder / "rt-polarity.neg").write_bytes(neg)
+    return tmp_path
+
+
+def _train_fold(runs, data_dir, name, fold, seed):
+    from seqlab import api
+
+    overrides = [
+        f"task.fold={fold}",
+        "task.n_folds=3",
+        f"train.seed={seed}",
+        "train.max_steps=3",
+        "train.max_epochs=1",
+        "train.threads=1",
+        "model.d_embed=8",
+        "model.dropout=0.0",
+    ]
+    api.train(
+        bench.ROOT / "configs" / "mr-avg.yaml",
+        run_dir=runs / f"bench-mr-{name}" / f"fold-{fold}",
+        data_dir=data_dir,
+        overrides=overrides,
+        quiet=True,
+    )
+
+
+def test_the_ensemble_averages_the_fold_models_probabilities(tmp_path):
+    import torch
+
+    from seqlab import api
+
+    data_dir, runs = _mr_folder(tmp_path), tmp_path / "runs"
+    for fold in range(2):
+        _train_fold(runs, data_dir, "a", fold, seed=0)
+        _train_fold(runs, data_dir, "b", fold, seed=1)
+    known = {"a": result("a", [70.0, 72.0]), "b": result("b", [71.0, 73.0])}
+    ens = bench.ensemble(["a", "b"], 2, runs, str(data_dir), CONTRAST, known, "cmd")
+    for fold in range(2):
+        probs, gold = 0, None
+        for name in ("a", "b"):
+            m = api.load(runs / f"bench-mr-{name}" / f"fold-{fold}", data_dir=data_dir)
+            logits, gold = m.task.split_logits(m.model, "test")
+            probs = probs + logits.softmax(-1)
+        want = 100.0 * float((probs.argmax(-1) == gold).float().mean())
+        assert ens.accuracy[fold] == want
+    assert ens.minutes == [6.0, 6.0] and ens.updates == [1000, 1000]
+    assert ens.members == ["a", "b"] and len(ens.contrast_right) == 1
+    same = bench.ensemble(["a", "a"], 2, runs, str(data_dir), [], known, "cmd")
+    alone = [
+        100.0
+        * api.load(runs / "bench-mr-a" / f"fold-{k}", data_dir=data_dir).evaluate("test")[
+            "accuracy"
+        ]
+        for k in range(2)
+    ]
+    assert torch.allclose(torch.tensor(same.accuracy), torch.tensor(alone))
+    assert "ensemble, mean probability of `a` + `b`" in bench.accuracy_table([ens], 2)

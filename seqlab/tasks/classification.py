@@ -344,8 +344,12 @@ class ClassificationTask(Task):
         return out
 
     @torch.no_grad()
-    def evaluate(self, model: nn.Module, split: str = "valid") -> dict[str, float]:
-        """Mean cross-entropy ``loss`` and ``accuracy`` on ``split`` (train/valid/test)."""
+    def split_logits(self, model: nn.Module, split: str = "valid") -> tuple[Tensor, Tensor]:
+        """Logits and gold class ids of every sentence of ``split``, in the split's order
+        (the same for every model trained on the same fold: an ensemble averages rows).
+
+        Shapes: returns logits (N, C), y (N,) long
+        """
         aliases = {"val": "valid", "dev": "valid"}
         name = aliases.get(split, split)
         if name not in self.splits:
@@ -359,7 +363,11 @@ class ClassificationTask(Task):
             logits = self._logits(model, data.ids)  # (N, C)
         finally:
             model.train(was_training)
-        y = torch.tensor(data.y, dtype=torch.long)  # (N,)
+        return logits, torch.tensor(data.y, dtype=torch.long)  # (N, C), (N,)
+
+    def evaluate(self, model: nn.Module, split: str = "valid") -> dict[str, float]:
+        """Mean cross-entropy ``loss`` and ``accuracy`` on ``split`` (train/valid/test)."""
+        logits, y = self.split_logits(model, split)  # (N, C), (N,)
         return {
             "loss": float(F.cross_entropy(logits, y)),
             "accuracy": float((logits.argmax(-1) == y).float().mean()),
