@@ -54,10 +54,20 @@ from seqlab.train.fingerprint import cpu_model
 
 ROOT = Path(__file__).resolve().parent.parent
 HEADING = "## Sentiment (MR)"
-MODELS = ("avg", "lstm", "bilstm", "kim-cnn", "transformer", "lstm-lm", "kim-cnn-sgns")
+MODELS = (
+    "avg",
+    "fasttext",
+    "lstm",
+    "bilstm",
+    "kim-cnn",
+    "transformer",
+    "lstm-lm",
+    "kim-cnn-sgns",
+)
 RECURRENT = ("lstm", "bilstm", "lstm-lm")
 LABELS = {
     "avg": "averaged embeddings",
+    "fasttext": "fastText, words + hashed bigrams (Joulin 2017)",
     "lstm": "LSTM (last state)",
     "bilstm": "BiLSTM (last states)",
     "kim-cnn": "Kim CNN (rand)",

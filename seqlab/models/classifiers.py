@@ -36,6 +36,7 @@ from seqlab.registry import MODELS
 __all__ = [
     "AvgEmbeddingClassifier",
     "AvgEmbeddingConfig",
+    "bigram_ids",
     "EmbeddingInit",
     "RNNClassifier",
     "RNNClassifierConfig",
@@ -105,18 +106,34 @@ def last_state(final: Tensor | tuple[Tensor, Tensor], num_directions: int) -> Te
 class AvgEmbeddingConfig:
     """``d_embed`` D; ``hidden`` 0 is the notes' model (mean → softmax), > 0 adds one tanh
     layer of that width (a deep-averaging network, Iyyer et al. 2015); ``dropout`` on the
-    average; ``embed_std`` the N(0, σ²) initialisation of E."""
+    average; ``embed_std`` the N(0, σ²) initialisation of E; ``bigram_buckets`` K > 0 also
+    averages hashed word-bigram vectors (fastText, Joulin et al. 2017), 0 = words only."""
 
     d_embed: int = 300
     hidden: int = 0
     dropout: float = 0.0
     embed_std: float = 0.1
     freeze_embeddings: bool = False
+    bigram_buckets: int = 0
 
     def __post_init__(self) -> None:
         _check_common(self.d_embed, self.dropout, self.embed_std)
         if self.hidden < 0:
             raise ValueError(f"model.hidden must be >= 0, got {self.hidden}")
+        if self.bigram_buckets < 0:
+            raise ValueError(f"model.bigram_buckets must be >= 0, got {self.bigram_buckets}")
+
+
+BIGRAM_PRIME = 1_000_003
+
+
+def bigram_ids(x: Tensor, buckets: int) -> Tensor:
+    """Hashed ids of the word bigrams (x⟨t⟩, x⟨t+1⟩): (x⟨t⟩·P + x⟨t+1⟩) mod K, P = 1,000,003
+    (fastText hashes n-grams into K buckets the same way; collisions share a vector).
+
+    Shapes: x (B, T) long -> (B, T − 1) long
+    """
+    return (x[:, :-1] * BIGRAM_PRIME + x[:, 1:]) % buckets  # (B, T−1)
 
 
 @MODELS.register("avg_embedding", AvgEmbeddingConfig)
@@ -127,8 +144,16 @@ class AvgEmbeddingClassifier(nn.Module):
         h̄ = (1/T_b) Σ_t e⟨t⟩,   e⟨t⟩ = E o⟨t⟩        (order-blind)
         ŷ = softmax(W h̄ + b)                          (hidden > 0: W tanh(W_h h̄ + b_h) + b)
 
+    With ``bigram_buckets`` K (fastText, Joulin et al. 2017, "Bag of Tricks", §2.2): the
+    average runs over the T_b words and the T_b − 1 bigrams, whose vectors come from a
+    second table G ∈ R^{K×D} at the hashed ids g⟨t⟩ = bigram_ids(x)⟨t⟩:
+
+        h̄ = (Σ_{t ≤ T_b} e⟨t⟩ + Σ_{t < T_b} G[g⟨t⟩]) / (2 T_b − 1)
+
     Deviations: the notes average (or sum) and apply a softmax; ``hidden > 0`` is the
-    deep averaging network of Iyyer et al. 2015, not the notes' model.
+    deep averaging network of Iyyer et al. 2015, not the notes' model. fastText trains
+    with SGD and a linearly decaying rate and uses word n-grams up to n; seqlab: bigrams,
+    Adam, dropout on h̄.
 
     Shapes:
         x (B, T) long, mask (B, T) bool -> logits (B, C)
@@ -147,13 +172,23 @@ class AvgEmbeddingClassifier(nn.Module):
         self.embed = make_embedding(
             vocab, cfg.d_embed, pad_id, cfg.embed_std, cfg.freeze_embeddings, embedding_init
         )
+        self.G = None
+        if cfg.bigram_buckets:
+            self.G = nn.Embedding(cfg.bigram_buckets, cfg.d_embed)
+            nn.init.normal_(self.G.weight, std=cfg.embed_std)
         self.W_h = nn.Linear(cfg.d_embed, cfg.hidden) if cfg.hidden else None
         self.dropout = Dropout(cfg.dropout)
         self.W = nn.Linear(cfg.hidden or cfg.d_embed, n_classes)
 
     def features(self, x: Tensor, mask: Tensor) -> Tensor:
-        """h̄ (or tanh(W_h h̄ + b_h)).  (B, T), (B, T) -> (B, D)."""
-        h = masked_mean(self.embed(x), mask)  # (B, D)
+        """h̄ (or tanh(W_h h̄ + b_h)).  (B, T), (B, T) -> (B, D')."""
+        e = self.embed(x)  # (B, T, D)
+        if self.G is None or x.size(1) < 2:
+            h = masked_mean(e, mask)  # (B, D)
+        else:
+            g = self.G(bigram_ids(x, self.cfg.bigram_buckets))  # (B, T−1, D)
+            both = torch.cat([e, g], 1)  # (B, 2T−1, D)
+            h = masked_mean(both, torch.cat([mask, mask[:, 1:]], 1))  # (B, D); prefix mask
         return torch.tanh(self.W_h(h)) if self.W_h is not None else h  # (B, D')
 
     def forward(self, x: Tensor, mask: Tensor) -> Tensor:

@@ -29,6 +29,7 @@ SMALL = {
 VARIANTS = [
     ("avg_embedding", {}),
     ("avg_embedding", {"hidden": 5}),
+    ("avg_embedding", {"bigram_buckets": 97}),
     ("rnn_classifier", {"cell": "rnn"}),
     ("rnn_classifier", {"cell": "gru"}),
     ("rnn_classifier", {"cell": "lstm"}),
@@ -133,6 +134,20 @@ def test_learns_a_tiny_separable_set(name, kw):
     with torch.no_grad():
         acc = (model(x, mask).argmax(-1) == y).float().mean()
     assert acc == 1.0
+
+
+def test_fasttext_bigram_average_equals_a_hand_sum():
+    """h̄ = (Σ_t e⟨t⟩ + Σ_{t<T_b} G[(x⟨t⟩·P + x⟨t+1⟩) mod K]) / (2 T_b − 1), per row."""
+    model, _ = build("avg_embedding", bigram_buckets=97)
+    x, mask, seqs = batch()
+    h = model.features(x, mask)  # (B, D)
+    for b, s in enumerate(seqs):
+        words = [model.embed.weight[int(i)] for i in s]
+        pairs = [
+            model.G.weight[(int(s[t]) * 1_000_003 + int(s[t + 1])) % 97] for t in range(len(s) - 1)
+        ]
+        want = torch.stack(words + pairs).sum(0) / (2 * len(s) - 1)
+        torch.testing.assert_close(h[b], want, atol=1e-6, rtol=1e-6)
 
 
 def test_kim_max_over_time_equals_a_hand_loop():
