@@ -293,14 +293,19 @@ def render_section(
         parts += [f"Command ({models}): `{c}`", ""]
     parts += [
         f"Machine: {machine_description()}. Date: {datetime.date.today().isoformat()}. "
-        f"Budget of this command: {args.minutes_per_fold:g} min of training per fold "
-        "(`train.max_minutes`; early stopping on validation accuracy may end a fold sooner); "
-        f"{total:.1f} min in all, evaluation included. Rows of earlier commands are kept from "
-        "`docs/figures/sentiment-mr.json`.",
+        + (
+            f"Budget of this command: {args.minutes_per_fold:g} min of training per fold "
+            "(`train.max_minutes`; early stopping on validation accuracy may end a fold "
+            f"sooner); {total:.1f} min in all, evaluation included. "
+            if args.models
+            else f"This command trains nothing (it averages saved fold runs: {total:.1f} min). "
+        )
+        + "Rows of earlier commands are kept from `docs/figures/sentiment-mr.json`.",
         "",
         f"{args.n_folds}-fold cross-validation (seeded, stratified; `seqlab.data.mr.kfold`), "
         "each fold scored with the checkpoint of best validation accuracy (10 % of the other "
-        "folds). Random embeddings unless the command sets `task.embeddings_path`.",
+        "folds). Random embeddings unless the preset or the command sets "
+        "`task.embeddings_path` (`kim-cnn-sgns`) or `task.init_lm` (`lstm-lm`).",
         "",
         accuracy_table(results, args.n_folds),
         "",

@@ -50,11 +50,15 @@ def test_section_names_the_command_of_every_row(tmp_path):
     path = sidecar(tmp_path / "s.json", ["avg"])
     now = result("lstm", [75.0, 77.0], command="python now")
     rows = bench.earlier_results(path, ["lstm"], 10, CONTRAST) + [now]
-    args = argparse.Namespace(minutes_per_fold=3.0, n_folds=10, contrast="c.tsv")
+    args = argparse.Namespace(minutes_per_fold=3.0, n_folds=10, contrast="c.tsv", models=["lstm"])
     text = bench.render_section(rows, CONTRAST, "python now", args)
     assert "Command (`avg`): `python earlier`" in text
     assert "Command (`lstm`): `python now`" in text
     assert "Best: `lstm` 76.0 %" in text
+    assert "3 min of training per fold" in text
+    args.models = []  # an ensemble-only command trains nothing and must not claim a budget
+    text = bench.render_section(rows, CONTRAST, "python now", args)
+    assert "This command trains nothing" in text and "min of training per fold" not in text
 
 
 def _mr_folder(tmp_path):
