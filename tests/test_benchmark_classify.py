@@ -125,3 +125,36 @@ def test_the_ensemble_averages_the_fold_models_probabilities(tmp_path):
     ]
     assert torch.allclose(torch.tensor(same.accuracy), torch.tensor(alone))
     assert "ensemble, mean probability of `a` + `b`" in bench.accuracy_table([ens], 2)
+
+
+def test_lstm_lm_pretrains_on_unlabelled_text_then_starts_every_fold_from_it(tmp_path):
+    import gzip
+
+    from seqlab import api
+
+    data_dir = _mr_folder(tmp_path)
+    (data_dir / "ptb").mkdir()
+    with gzip.open(data_dir / "ptb" / "ptb.train.txt.gz", "wt", encoding="utf-8") as f:
+        f.write(" the fun film \n a dull bore \n" * 400)
+    args = argparse.Namespace(
+        data_dir=str(data_dir),
+        lm_sources="ptb,mr",
+        runs_dir=str(tmp_path / "runs"),
+        lm_minutes=0.02,
+        verbose=False,
+    )
+    lm_run, line = bench.pretrain_lm(args)
+    assert "ptb+mr" in line and "transductive" in line
+    text = (tmp_path / "runs" / "mr-lm-corpus.txt").read_text(encoding="utf-8").splitlines()
+    assert len(text) == 800 + 60 and "the fun film" in text
+    lm = api.load(lm_run, data_dir=data_dir)
+    fold = bench.Result("lstm-lm")
+    overrides = [f"task.init_lm={lm_run}", "task.n_folds=3", "train.max_steps=1"]
+    bench.run_fold("lstm-lm", 0, 0.1, overrides, str(data_dir), tmp_path / "runs", [], fold, False)
+    clf = api.load(tmp_path / "runs" / "bench-mr-lstm-lm" / "fold-0", data_dir=data_dir)
+    word = clf.task.vocab.token_to_id("fun")
+    lm_word = lm.task.tokenizer.vocab.token_to_id("fun")
+    # one Adam update (lr 1e-3) away from the LM's vector; a random start is ~0.1 away
+    diff = clf.model.embed.weight[word] - lm.model.embed.weight[lm_word]
+    assert float(diff.detach().abs().max()) <= 1.01e-3
+    assert len(fold.accuracy) == 1
