@@ -80,8 +80,8 @@ class ClassifyConfig:
     ``embeddings_path``: word2vec text vectors for the embedding table (its D must equal
     the model's embedding width). ``init_lm``: a run folder or checkpoint of a seqlab
     recurrent LM (``model: rnn_lm``, word level) whose embedding and recurrent weights
-    start an ``rnn_classifier`` of the same sizes (Dai & Le 2015;
-    ``seqlab.models.lm_transfer``); applied after ``embeddings_path``.
+    start an ``rnn_classifier`` of the same sizes (other classifiers: the embedding table
+    only; Dai & Le 2015, ``seqlab.models.lm_transfer``); applied after ``embeddings_path``.
     """
 
     data: Literal["mr", "tsv"] = "mr"
@@ -292,8 +292,11 @@ class ClassificationTask(Task):
         from seqlab.models.lm_transfer import transfer_lm
 
         path = self._file(str(self.cfg.init_lm))
-        with torch.random.fork_rng(devices=[]):  # building the LM must not move our seed
-            lm = load(path, data_dir=self.data_dir)
+        try:
+            with torch.random.fork_rng(devices=[]):  # building the LM must not move our seed
+                lm = load(path, data_dir=self.data_dir)
+        except SeqlabError as exc:
+            raise ConfigError(f"task.init_lm: {exc}") from None
         tokenizer = getattr(lm.task, "tokenizer", None)
         if not isinstance(tokenizer, WordTokenizer):
             raise ConfigError(

@@ -124,6 +124,9 @@ def test_the_classify_task_copies_the_lm_at_the_start_of_a_run_only(tmp_path):
         row = model.embed.weight[task.vocab.token_to_id(word)]
         assert torch.equal(row, lm.model.embed.weight[lm_ids.token_to_id(word)])
     assert task.lm_transfer.coverage == 1.0
+    missing = _classify_cfg(tmp_path, init_lm=str(tmp_path / "no-such-run"))
+    with pytest.raises(ConfigError, match="task.init_lm: .*no-such-run"):
+        build_model(missing, build_task(missing))
     restored = build_task(cfg, tokenizer_state=task.tokenizer_state())
     restored.init_model(model)  # a checkpoint's run: nothing is copied
     assert restored.lm_transfer is None
