@@ -183,7 +183,7 @@ class AvgEmbeddingClassifier(nn.Module):
     def features(self, x: Tensor, mask: Tensor) -> Tensor:
         """h̄ (or tanh(W_h h̄ + b_h)).  (B, T), (B, T) -> (B, D')."""
         e = self.embed(x)  # (B, T, D)
-        if self.G is None or x.size(1) < 2:
+        if self.G is None:
             h = masked_mean(e, mask)  # (B, D)
         else:
             g = self.G(bigram_ids(x, self.cfg.bigram_buckets))  # (B, T−1, D)

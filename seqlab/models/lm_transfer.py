@@ -30,7 +30,8 @@ import torch
 from torch import nn
 
 from seqlab.config import ConfigError
-from seqlab.data.vocab import PAD_ID, SPECIALS, UNK_ID
+from seqlab.data.vocab import UNK_ID
+from seqlab.data.word_vectors_io import WordVectors, init_embedding
 
 __all__ = ["LMTransfer", "transfer_lm"]
 
@@ -98,24 +99,12 @@ def transfer_lm(
         classifier.embed.weight (V_c, D) ← lm.embed.weight (V_lm, D) rows
     """
     recurrent = _check_compatible(classifier, lm)
-    E_c, E_lm = classifier.embed.weight, lm.embed.weight  # (V_c, D), (V_lm, D)
-    if E_c.shape[0] != len(classifier_tokens) or E_lm.shape[0] != len(lm_tokens):
-        raise ValueError("token lists must match the embedding tables' rows")
-    lm_index = {t: j for j, t in enumerate(lm_tokens)}
-    rows, sources, n_regular, n_found = [UNK_ID], [UNK_ID], 0, 0
-    for i, t in enumerate(classifier_tokens):
-        if t in SPECIALS:
-            continue
-        n_regular += 1
-        j = lm_index.get(t)
-        if j is not None:
-            rows.append(i)
-            sources.append(j)
-            n_found += 1
-    E_c.index_copy_(0, torch.tensor(rows), E_lm[torch.tensor(sources)].to(E_c.dtype))
-    E_c[PAD_ID].zero_()
-
-    coverage = n_found / n_regular if n_regular else 0.0
+    # the rows by token string, as for word-vector files (specials skipped, pad stays zero)
+    vectors = WordVectors(list(lm_tokens), lm.embed.weight.detach())  # (V_lm, D)
+    coverage = init_embedding(
+        classifier.embed, classifier_tokens, vectors, lowercase_fallback=False
+    )
+    classifier.embed.weight[UNK_ID] = lm.embed.weight[UNK_ID]  # the LM's unknown-word vector
     if not recurrent:
         return LMTransfer(coverage, cells=0, total_cells=0)
     rnn_c, rnn_lm = classifier.rnn, lm.rnn
