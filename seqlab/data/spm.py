@@ -13,6 +13,8 @@ Training settings chosen for seqlab:
 - ``cache_dir``: the trained model is stored as ``spm-<sha256>.model``, the key hashing the
   training text, every trainer setting and the sentencepiece version; training again with
   the same inputs loads the file instead (``tokenizer.from_cache`` is then True).
+- ``encode_sampled``: BPE-dropout (Provilkov et al. 2020) / subword regularisation (Kudo
+  2018) through sentencepiece's own sampler, reproducible from a seed.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ import json
 import logging
 import os
 import tempfile
+import threading
 from collections.abc import Iterable
 from io import BytesIO
 from pathlib import Path
@@ -180,6 +183,46 @@ class SentencePieceTokenizer(Tokenizer):
 
     def encode(self, text: str, *, add_bos: bool = False, add_eos: bool = False) -> list[int]:
         return self._sp.encode(text, add_bos=add_bos, add_eos=add_eos)
+
+    def encode_sampled(self, texts: list[str], alpha: float, seed: int) -> list[list[int]]:
+        """One random segmentation of each text; the same ``seed`` gives the same ids.
+
+        BPE model: BPE-dropout (Provilkov, Emelianenko & Voita 2020, §3): while a word is
+        segmented, each applicable merge is skipped with probability ``alpha`` (0 gives
+        ``encode``'s segmentation, 1 gives characters). Unigram model: subword
+        regularisation (Kudo 2018, §3.3): a segmentation x drawn with probability ∝
+        P(x)^alpha over all segmentations (``nbest_size=-1``).
+
+        sentencepiece draws from a thread-local generator seeded, when the thread first
+        samples, from its global seed: a fresh thread per call after
+        ``set_random_generator_seed(seed)`` makes the draw a function of ``seed`` alone,
+        whatever sampled before (checkpoints store the seed's source, so resume is exact).
+        """
+        if not 0.0 <= alpha <= 1.0:
+            raise ValueError(f"alpha must be in [0, 1], got {alpha}")
+        result: list[Any] = []
+
+        def draw() -> None:
+            try:
+                result.append(
+                    self._sp.encode(
+                        list(texts),
+                        enable_sampling=True,
+                        alpha=alpha,
+                        nbest_size=-1,
+                        num_threads=1,
+                    )  # fmt: skip
+                )
+            except BaseException as e:  # re-raised in the caller's thread
+                result.append(e)
+
+        spm.set_random_generator_seed(int(seed))
+        worker = threading.Thread(target=draw, name="seqlab-spm-sample")
+        worker.start()
+        worker.join()
+        if isinstance(result[0], BaseException):
+            raise result[0]
+        return result[0]
 
     def decode(self, ids: Iterable[int]) -> str:
         keep = [i for i in self._check_ids(ids) if i not in (PAD_ID, BOS_ID, EOS_ID)]

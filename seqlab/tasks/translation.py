@@ -71,6 +71,10 @@ class TranslationConfig:
     never drops. ``valid_bleu_sentences``: BLEU during training decodes only the first N
     valid sentences (0 = all); ``valid_beam`` / ``test_beam``: beam width there (1 =
     greedy). ``max_train_examples``: keep only the first N training pairs (smoke tests).
+    ``subword_sampling``: every training batch is re-segmented at random with this
+    sentencepiece ``alpha`` (BPE: BPE-dropout's merge-dropout probability, Provilkov et
+    al. 2020, who use 0.1; unigram: Kudo 2018's smoothing exponent) on the sides named by
+    ``sampling_sides``; 0 = off. Evaluation always uses the fixed segmentation.
     """
 
     src_lang: str = "de"
@@ -97,6 +101,8 @@ class TranslationConfig:
     max_len_a: float = 1.2
     max_len_b: int = 10
     eval_max_tokens: int = 8000
+    subword_sampling: float = 0.0
+    sampling_sides: Literal["both", "source", "target"] = "both"
 
     def __post_init__(self) -> None:
         paths = [self.train_src, self.train_tgt, self.valid_src, self.valid_tgt]
@@ -117,6 +123,15 @@ class TranslationConfig:
             raise ValueError("task.valid_bleu_sentences must be >= 0 (0 = all)")
         if self.max_train_examples is not None and self.max_train_examples < 1:
             raise ValueError("task.max_train_examples must be >= 1 or null")
+        if not 0.0 <= self.subword_sampling < 1.0:
+            raise ValueError(
+                f"task.subword_sampling must be in [0, 1), got {self.subword_sampling} "
+                "(0.1 is BPE-dropout's usual rate)"
+            )
+        if self.sampling_sides not in ("both", "source", "target"):
+            raise ValueError(
+                f"task.sampling_sides must be both, source or target, not {self.sampling_sides!r}"
+            )
 
 
 class EvalResult(dict):
@@ -277,9 +292,38 @@ class TranslationTask(Task):
         return np.array([max(len(s), len(t) + 1) for s, t in zip(src, tgt)], dtype=np.int64)
 
     def collate(self, indices: list[int], split: str = "train") -> Seq2SeqBatch:
-        src, tgt = self.ids[self._split(split)]
-        pairs = [(src[i], tgt[i]) for i in indices]
+        """The batch of ``indices``; a ``train`` batch is re-segmented at random when
+        ``subword_sampling`` > 0 (``_sampled_pairs``)."""
+        split = self._split(split)
+        if split == "train" and self.cfg.subword_sampling > 0:
+            pairs = self._sampled_pairs(indices)
+        else:
+            src, tgt = self.ids[split]
+            pairs = [(src[i], tgt[i]) for i in indices]
         return collate_seq2seq(pairs, bos=BOS_ID, eos=EOS_ID, pad=PAD_ID)
+
+    def _sampled_pairs(self, indices: list[int]) -> list[tuple[list[int], list[int]]]:
+        """BPE-dropout / subword regularisation of one training batch (Provilkov et al.
+        2020 sample a new segmentation of every sentence each time it is used). The seed
+        is drawn from torch's generator, which checkpoints store: a resumed run draws the
+        same segmentations. A sample longer than ``max_len`` keeps the fixed one."""
+        cfg = self.cfg
+        src, tgt = self.ids["train"]
+        src_txt, tgt_txt = self.texts["train"]
+        seed = int(torch.randint(0, 2**31 - 1, ()).item())
+        new_src = [src[i] for i in indices]
+        new_tgt = [tgt[i] for i in indices]
+        if cfg.sampling_sides in ("both", "source"):
+            drawn = self.src_tok.encode_sampled(
+                [src_txt[i] for i in indices], cfg.subword_sampling, seed
+            )
+            new_src = [d + [EOS_ID] if len(d) < cfg.max_len else f for d, f in zip(drawn, new_src)]
+        if cfg.sampling_sides in ("both", "target"):
+            drawn = self.tgt_tok.encode_sampled(
+                [tgt_txt[i] for i in indices], cfg.subword_sampling, seed + 1
+            )
+            new_tgt = [d if len(d) < cfg.max_len else f for d, f in zip(drawn, new_tgt)]
+        return list(zip(new_src, new_tgt))
 
     def loss(
         self, model: nn.Module, batch: Seq2SeqBatch, label_smoothing: float = 0.0
