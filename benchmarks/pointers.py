@@ -12,7 +12,9 @@ preset, and the ``PRESET:key=value`` ones, which apply to that preset only) into
 accuracy, else the last step) and evaluate the task's ``test`` split: 1,000 fresh
 examples for every n in ``task.test_n``, decoded greedily (``task.beam_size`` = 1).
 The tables go to stdout and replace the section ``## Pointer networks`` of ``--out``
-(other sections are kept). Data are generated (no data directory).
+(other sections are kept); the presets not run now keep their earlier rows, read from the
+record ``<out dir>/figures/pointers.json``, each with the command and machine line of the
+run that made it. Data are generated (no data directory).
 
 Metrics (seqlab/tasks/pointer_tasks.py): exact = the decoded index sequence equals the
 canonical target; coverage = area(predicted polygon ∩ true hull) / area(true hull), 0 for
@@ -24,6 +26,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import datetime
+import json
 import shlex
 import sys
 import time
@@ -70,6 +73,8 @@ class Result:
     n_test: int = 0
     test: dict[str, float] = field(default_factory=dict)
     test_n: tuple[int, ...] = ()
+    command: str = ""  # the benchmark invocation that produced this row
+    run_on: str = ""  # its "Machine: … Date: … Budget: …" line
 
     def met(self, n: int) -> bool | None:
         target = TARGETS.get((self.preset, n))
@@ -158,17 +163,22 @@ def format_tables(results: list[Result]) -> str:
     return "\n".join(lines)
 
 
-def render_section(results: list[Result], command: str, minutes: float) -> str:
+def render_section(results: list[Result]) -> str:
+    """The section: one Command/Machine block per distinct run, then the tables."""
+    runs: dict[tuple[str, str], list[str]] = {}
+    for r in results:
+        runs.setdefault((r.command, r.run_on), []).append(f"`{r.preset}`")
+    blocks = [
+        f"Command: `{cmd}`\n\n{run_on or 'Machine: not recorded.'} Rows: {', '.join(names)}."
+        for (cmd, run_on), names in runs.items()
+    ]
     checkpoints = [f"- `{r.preset}`: {r.checkpoint}" for r in results]
     sizes = sorted({r.n_test for r in results})
     return "\n".join(
         [
             HEADING,
             "",
-            f"Command: `{command}`",
-            "",
-            f"Machine: {machine_description()}. Date: {datetime.date.today().isoformat()}. "
-            f"Budget: {minutes:g} min of training per preset (`train.max_minutes`).",
+            "\n\n".join(blocks),
             "",
             format_tables(results),
             "",
@@ -190,6 +200,29 @@ def render_section(results: list[Result], command: str, minutes: float) -> str:
             *checkpoints,
         ]
     )
+
+
+def merge_earlier(results: list[Result], record: Path) -> list[Result]:
+    """``results`` plus the earlier record's rows of the presets not run now, in PRESETS
+    order (then any other preset). A row of a record written before rows carried their
+    own command takes the record's command; an unreadable record is an error, never
+    silently dropped rows."""
+    if not record.is_file():
+        return results
+    try:
+        data = json.loads(record.read_text(encoding="utf-8"))
+        earlier = [Result(**{**r, "test_n": tuple(r["test_n"])}) for r in data.get("results", [])]
+    except (OSError, ValueError, TypeError, KeyError) as e:
+        raise SystemExit(
+            f"{record}: cannot read the earlier pointer results ({e}); fix or delete the file "
+            "(its rows are then dropped from the section)"
+        ) from e
+    run_now = {r.preset for r in results}
+    for r in earlier:
+        r.command = r.command or str(data.get("command", ""))
+    merged = results + [r for r in earlier if r.preset not in run_now]
+    order = {p: i for i, p in enumerate(PRESETS)}
+    return sorted(merged, key=lambda r: order.get(r.preset, len(order)))
 
 
 def parse_args(argv: list[str]) -> argparse.Namespace:
@@ -234,10 +267,19 @@ def main(argv: list[str] | None = None) -> list[Result]:
         summary = ", ".join(f"n={n} exact {100 * r.test[f'exact_n{n}']:.1f}%" for n in r.test_n)
         print(f"[{preset}] {summary} ({took:.1f} min with evaluation)", flush=True)
     out = Path(args.out)
+    run_on = (
+        f"Machine: {machine_description()}. Date: {datetime.date.today().isoformat()}. "
+        f"Budget: {args.minutes:g} min of training per preset (`train.max_minutes`)."
+    )
+    for r in results:
+        r.command, r.run_on = command, run_on
+    record = out.parent / "figures" / "pointers.json"
+    results = merge_earlier(results, record)
     print(format_tables(results))
-    write_section(out, render_section(results, command, args.minutes), HEADING)
-    sidecar = {"command": command, "results": [dataclasses.asdict(r) for r in results]}
-    path = write_json(out.parent / "figures" / "pointers.json", sidecar)
+    write_section(out, render_section(results), HEADING)
+    commands = list(dict.fromkeys(r.command for r in results))
+    sidecar = {"command": " ; ".join(commands), "results": [dataclasses.asdict(r) for r in results]}
+    path = write_json(record, sidecar)
     print(f"wrote {out} ({HEADING[3:]}) and {path}")  # the JSON is read by seqlab report
     return results
 
