@@ -296,10 +296,13 @@ class TranslationTask(Task):
         ``subword_sampling`` > 0 (``_sampled_pairs``)."""
         split = self._split(split)
         if split == "train" and self.cfg.subword_sampling > 0:
-            pairs = self._sampled_pairs(indices)
-        else:
-            src, tgt = self.ids[split]
-            pairs = [(src[i], tgt[i]) for i in indices]
+            return collate_seq2seq(self._sampled_pairs(indices), bos=BOS_ID, eos=EOS_ID, pad=PAD_ID)
+        return self._fixed_batch(indices, split)
+
+    def _fixed_batch(self, indices: list[int], split: str) -> Seq2SeqBatch:
+        """The batch in the fixed segmentation (evaluation, every split)."""
+        src, tgt = self.ids[self._split(split)]
+        pairs = [(src[i], tgt[i]) for i in indices]
         return collate_seq2seq(pairs, bos=BOS_ID, eos=EOS_ID, pad=PAD_ID)
 
     def _sampled_pairs(self, indices: list[int]) -> list[tuple[list[int], list[int]]]:
@@ -348,7 +351,7 @@ class TranslationTask(Task):
                 if end > start and (end - start + 1) * (S2 + T2) > self.cfg.eval_max_tokens:
                     break
                 end, S, T = end + 1, S2, T2
-            batch = self.collate(order[start:end], split).to(device)
+            batch = self._fixed_batch(order[start:end], split).to(device)
             out = self.loss(model, batch)
             nll, n_tok, start = nll + float(out.nll_sum), n_tok + out.n_tokens, end
         return nll, n_tok

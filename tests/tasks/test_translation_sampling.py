@@ -12,7 +12,7 @@ from seqlab.run_config import resolve_run
 from seqlab.tasks.translation import TranslationConfig, TranslationTask
 from seqlab.train.checkpoint import step_name
 from seqlab.train.trainer import Trainer
-from tests.tasks.test_translation import _config
+from tests.tasks.test_translation import _config, _tiny_model
 from tests.train.tiny import tiny
 
 
@@ -65,6 +65,15 @@ def test_training_batches_are_resampled_and_evaluation_is_not(task):
     assert src != [fixed_src[i] for i in idx] and tgt != [fixed_tgt[i] for i in idx]
     valid = task.collate(idx[:10], "valid")  # evaluation: the fixed segmentation
     assert _rows(valid, "src") == task.ids["valid"][0][:10]
+
+
+def test_evaluating_the_train_split_uses_the_fixed_segmentation(task):
+    torch.manual_seed(0)
+    model = _tiny_model(task).eval()
+    first = task._teacher_forced(model, "train")
+    assert task._teacher_forced(model, "train") == first  # no sampling: same value again
+    n_tokens = sum(len(t) + 1 for t in task.ids["train"][1])
+    assert first[1] == n_tokens  # the fixed target lengths
 
 
 def test_one_side_only(tmp_path, task):
