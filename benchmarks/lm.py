@@ -163,6 +163,30 @@ def train_tokens_per_s(metrics: Path) -> float:
     return statistics.median(rates) if rates else float("nan")
 
 
+def resumable(run_dir: Path, preset: dict[str, Any], overrides: list[str]) -> bool:
+    """``run_dir`` holds a step checkpoint of exactly this preset + overrides (--resume).
+
+    A run dir with no checkpoint is trained afresh; one whose stored config differs from
+    the command's is an error naming the first differing field, never silently replaced.
+    """
+    if not any((run_dir / "checkpoints").glob("step-*")):
+        return False
+    stored = load_yaml(run_dir / "config.yaml")
+    wanted = resolve_run(preset, overrides).to_dict()
+    for section, fields in wanted.items():
+        for key, value in fields.items() if isinstance(fields, dict) else [(None, fields)]:
+            have = stored.get(section, {}) if key is not None else stored.get(section)
+            have = have.get(key) if key is not None and isinstance(have, dict) else have
+            if have != value and not (isinstance(value, tuple) and list(value) == have):
+                where = f"{section}.{key}" if key is not None else section
+                raise SystemExit(
+                    f"--resume: {run_dir / 'config.yaml'}: {where} is {have!r} there but "
+                    f"{value!r} in this command; run the same command, or drop --resume "
+                    "to train afresh"
+                )
+    return True
+
+
 def run_preset(
     preset: str,
     minutes: float | None,
@@ -171,6 +195,7 @@ def run_preset(
     runs_dir: Path,
     fit: bool,
     quiet: bool,
+    resume: bool = False,
 ) -> Row:
     data = load_preset(preset)
     budget = minutes if minutes is not None else data.get("train", {}).get("max_minutes")
@@ -181,9 +206,12 @@ def run_preset(
     if fit:  # T fitted to the budget in the run, refitted as the speed changes
         texts += ["schedule.total_steps=0", f"train.max_steps={10**9}"]
     run_dir = runs_dir / f"bench-{preset}"
-    run = api.train(
-        data, run_dir=run_dir, data_dir=data_dir, overrides=texts, overwrite=True, quiet=quiet
-    )
+    if resume and resumable(run_dir, data, texts):
+        run = api.resume(run_dir, data_dir=data_dir, quiet=quiet)
+    else:
+        run = api.train(
+            data, run_dir=run_dir, data_dir=data_dir, overrides=texts, overwrite=True, quiet=quiet
+        )
     summary = run.metrics
     best, final = summary.get("best") or {}, summary.get("valid") or {}
     use_best = best.get("value") is not None and best["value"] < final.get(best["metric"], 1e300)
@@ -249,6 +277,18 @@ def machine_description() -> str:
     )
 
 
+def presets_of_command(line: str) -> list[str]:
+    """The presets a ``Command: `python benchmarks/lm.py …``` line ran (its --presets, or
+    every preset when it gave none)."""
+    words = shlex.split(line.split("`")[1]) if line.count("`") >= 2 else []
+    for i, word in enumerate(words):
+        if word == "--presets" and i + 1 < len(words):
+            return [s.strip() for s in words[i + 1].split(",") if s.strip()]
+        if word.startswith("--presets="):
+            return [s.strip() for s in word.split("=", 1)[1].split(",") if s.strip()]
+    return list(PRESETS)
+
+
 def earlier_parts(path: Path, presets: list[str]) -> dict[str, list[str]]:
     """From the section already in ``path``: the table rows and sample blocks of the presets
     not run now, and (when any is kept) the earlier Command/Machine lines, so that separate
@@ -262,6 +302,7 @@ def earlier_parts(path: Path, presets: list[str]) -> dict[str, list[str]]:
     start = lines.index(HEADING) + 1
     end = next((i for i in range(start, len(lines)) if lines[i].startswith("## ")), len(lines))
     block: list[str] | None = None
+    stale = False
     for line in lines[start:end]:
         name = line.split("`")[1] if line.count("`") >= 2 else None
         if block is not None:
@@ -273,7 +314,11 @@ def earlier_parts(path: Path, presets: list[str]) -> dict[str, list[str]]:
             kept["rows"].append(line)
         elif line.startswith("`") and line.endswith("):") and name not in presets:
             block = [line]
-        elif line.startswith(("Command: ", "Machine: ")):
+        elif line.startswith("Command: "):  # dropped with its Machine line when every
+            stale = set(presets_of_command(line)) <= set(presets)  # preset of it is rerun
+            if not stale:
+                kept["runs"].append(line)
+        elif line.startswith("Machine: ") and not stale:
             kept["runs"].append(line)
         elif line.startswith("Cosine schedules fitted"):  # "…: `name` T, `name` T."
             entries = line.split(": ", 1)[1].rstrip(".").split(", ")
@@ -362,6 +407,12 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     p.add_argument("--runs-dir", default="runs", help="run folders go to RUNS/bench-<preset>")
     p.add_argument("--no-fit-schedule", action="store_true", help="keep cosine total_steps")
     p.add_argument("--verbose", action="store_true", help="show the trainer's progress")
+    p.add_argument(
+        "--resume",
+        action="store_true",
+        help="continue RUNS/bench-<preset> from its last checkpoint (same command; the "
+        "budget counts the time already spent)",
+    )
     p.add_argument("overrides", nargs="*", help="key=value (all) or PRESET:key=value (one)")
     args = p.parse_args(argv)
     args.presets = [s.strip() for s in args.presets.split(",") if s.strip()]
@@ -390,6 +441,7 @@ def main(argv: list[str] | None = None) -> list[Row]:
             Path(args.runs_dir),
             fit=not args.no_fit_schedule,
             quiet=not args.verbose,
+            resume=args.resume,
         )
         rows.append(row)
         took = (time.perf_counter() - t0) / 60.0

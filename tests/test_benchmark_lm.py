@@ -2,7 +2,18 @@
 
 from __future__ import annotations
 
-from benchmarks.lm import HEADING, Row, earlier_parts, render_section
+import pytest
+
+from benchmarks.lm import (
+    HEADING,
+    Row,
+    earlier_parts,
+    presets_of_command,
+    render_section,
+    resumable,
+)
+from seqlab import api
+from tests.train.tiny import tiny
 
 
 def _row(preset: str, level: str, fitted: int | None) -> Row:
@@ -28,3 +39,36 @@ def test_a_second_invocation_keeps_rows_samples_and_fitted_T_of_presets_not_reru
     assert "other" not in merged
     again = earlier_parts(out, ["shakespeare-char-transformer"])  # rerun: old row and T go
     assert not again["rows"] and not again["fitted"]
+
+
+def test_the_command_of_a_rerun_preset_goes_with_its_row(tmp_path):
+    """A Command line (and its Machine line) whose presets are all run again is dropped;
+    one that also ran a kept preset stays."""
+    out = tmp_path / "results.md"
+    a = "python benchmarks/lm.py --presets shakespeare-char-transformer --minutes 45"
+    b = "python benchmarks/lm.py --presets ptb-lstm,ptb-gru --minutes 60"
+    out.write_text(render_section([_row("shakespeare-char-transformer", "char", 9)], a) + "\n")
+    rows = [_row("ptb-lstm", "word", None), _row("ptb-gru", "word", None)]
+    out.write_text(render_section(rows, b, earlier_parts(out, ["ptb-lstm", "ptb-gru"])) + "\n")
+    assert presets_of_command(f"Command: `{b}`") == ["ptb-lstm", "ptb-gru"]
+    everything = presets_of_command("Command: `python benchmarks/lm.py --minutes 3`")
+    assert everything[0] == "shakespeare-char-transformer" and "ptb-lstm" in everything
+    again = earlier_parts(out, ["shakespeare-char-transformer"])
+    assert again["runs"][0] == f"Command: `{b}`" and len(again["runs"]) == 2
+    assert again["runs"][1].startswith("Machine: ")
+    partly = earlier_parts(out, ["ptb-lstm"])  # ptb-gru's row stays, so does command b
+    assert f"Command: `{b}`" in partly["runs"] and f"Command: `{a}`" in partly["runs"]
+
+
+def test_resume_takes_only_a_checkpointed_run_of_the_same_config(tmp_path):
+    """--resume: a folder without a step checkpoint trains afresh (False), one of the same
+    preset and overrides resumes (True), one whose config differs is refused by name."""
+    preset, texts = tiny(), ["train.max_steps=10", "train.seed=3"]
+    run_dir = tmp_path / "bench-tiny"
+    assert resumable(run_dir, preset, texts) is False
+    api.train(preset, run_dir=run_dir, overrides=texts, quiet=True)
+    assert resumable(run_dir, preset, texts) is True
+    with pytest.raises(SystemExit, match=r"train\.seed is 3 there but 4 in this command"):
+        resumable(run_dir, preset, ["train.max_steps=10", "train.seed=4"])
+    with pytest.raises(SystemExit, match=r"model\.d_model is 16 there but 32"):
+        resumable(run_dir, preset, [*texts, "model.d_model=32"])
