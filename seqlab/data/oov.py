@@ -18,7 +18,9 @@ list).
 Source and target words are compared as strings: a German token equal to the English
 reference word (a name, a number, "in", "bmx") can be copied. The encoder still reads the
 source through its own vocabulary (``src_ids``); only the copy distribution uses the
-extended ids (``src_ext``).
+extended ids (``src_ext``). With a ``GramSpec`` each source position also carries the
+hashed character n-grams of its word (``src_grams``, seqlab.data.char_ngrams), so the
+encoder can tell a name or a number it has never seen from a rare German word.
 """
 
 from __future__ import annotations
@@ -29,15 +31,18 @@ from dataclasses import dataclass
 
 from torch import Tensor
 
+from seqlab.data.char_ngrams import gram_ids, pad_gram_ids
 from seqlab.data.collate import Seq2SeqBatch, collate_seq2seq, pad_batch
 from seqlab.data.vocab import BOS_ID, EOS_ID, PAD_ID, UNK_ID, Vocab
 
 __all__ = [
     "CopyBatch",
     "CopyExample",
+    "GramSpec",
     "collate_copy",
     "extended_to_words",
     "make_copy_example",
+    "source_grams",
     "source_to_extended",
     "target_to_extended",
 ]
@@ -95,31 +100,51 @@ def extended_to_words(ids: Sequence[int], tgt_vocab: Vocab, oovs: Sequence[str])
 
 
 @dataclass(frozen=True)
+class GramSpec:
+    """Character n-grams n_min ≤ n ≤ n_max hashed into ``buckets`` ids (1 … buckets)."""
+
+    n_min: int = 3
+    n_max: int = 5
+    buckets: int = 32768
+
+    def ids(self, word: str) -> tuple[int, ...]:
+        return gram_ids(word, self.n_min, self.n_max, self.buckets)
+
+
+@dataclass(frozen=True)
 class CopyExample:
     """One sentence pair ready for a pointer-generator.
 
     ``src_ids``: source-vocabulary ids (the encoder's input), ``src_ext``: the same
     positions in the extended target vocabulary, both ending in ``</s>``; ``tgt_ext``:
-    target ids in the extended vocabulary (no BOS/EOS); ``oovs``: the source OOV words.
+    target ids in the extended vocabulary (no BOS/EOS); ``oovs``: the source OOV words;
+    ``src_grams``: per source position its n-gram ids (``()`` for ``</s>``), or ``()``
+    for the whole sentence when there is no ``GramSpec``.
     """
 
     src_ids: tuple[int, ...]
     src_ext: tuple[int, ...]
     tgt_ext: tuple[int, ...]
     oovs: tuple[str, ...]
+    src_grams: tuple[tuple[int, ...], ...] = ()
 
 
 def make_copy_example(
-    src_words: Sequence[str], tgt_words: Sequence[str], src_vocab: Vocab, tgt_vocab: Vocab
+    src_words: Sequence[str],
+    tgt_words: Sequence[str],
+    src_vocab: Vocab,
+    tgt_vocab: Vocab,
+    grams: GramSpec | None = None,
 ) -> CopyExample:
     """Word lists → ``CopyExample`` (``</s>`` appended to the source, mapped to EOS in both
-    id spaces, so pointing at it also votes for ending the sentence)."""
+    id spaces, so pointing at it also votes for ending the sentence; it has no n-grams)."""
     src_ext, oovs = source_to_extended(src_words, tgt_vocab)
     return CopyExample(
         src_ids=tuple(src_vocab.encode(src_words, add_eos=True)),
         src_ext=(*src_ext, EOS_ID),
         tgt_ext=tuple(target_to_extended(tgt_words, tgt_vocab, oovs)),
         oovs=tuple(oovs),
+        src_grams=() if grams is None else (*(grams.ids(w) for w in src_words), ()),
     )
 
 
@@ -134,12 +159,23 @@ class CopyBatch(Seq2SeqBatch):
         y_out:    (B, T) long, y₁ … y_m ⟨/s⟩ (extended ids: copied OOVs are V + k)
         n_oov:    int, max_b |oovs_b|: the batch's extended vocabulary is V + n_oov
         oovs:     B tuples of words, ``oovs[b][k]`` is extended id V + k in row b
+        src_grams: (B, S, G) long, the character n-gram ids of each source word, 0-padded
+                  (None when the examples carry none)
     (the other fields as in ``Seq2SeqBatch``)
     """
 
     src_ext: Tensor
     n_oov: int
     oovs: tuple[tuple[str, ...], ...]
+    src_grams: Tensor | None = None
+
+
+def source_grams(examples: Sequence[CopyExample]) -> Tensor | None:
+    """The examples' ``src_grams`` as a (B, S, G) tensor (S = the longest source), or None
+    when they carry none (no ``GramSpec``)."""
+    if not any(e.src_grams for e in examples):
+        return None
+    return pad_gram_ids([e.src_grams for e in examples], max(len(e.src_ids) for e in examples))
 
 
 def collate_copy(examples: Sequence[CopyExample]) -> CopyBatch:
@@ -156,4 +192,5 @@ def collate_copy(examples: Sequence[CopyExample]) -> CopyBatch:
         src_ext=src_ext,
         n_oov=max(len(e.oovs) for e in examples),
         oovs=tuple(e.oovs for e in examples),
+        src_grams=source_grams(examples),
     )

@@ -45,9 +45,11 @@ from seqlab.data.multi30k import locate_multi30k
 from seqlab.data.oov import (
     CopyBatch,
     CopyExample,
+    GramSpec,
     collate_copy,
     extended_to_words,
     make_copy_example,
+    source_grams,
 )
 from seqlab.data.readers import read_parallel
 from seqlab.data.vocab import BOS_ID, PAD_ID, UNK, Vocab
@@ -125,6 +127,11 @@ class CopyTranslationConfig:
     vocabulary word or a copy; ``replace_unk``: each ``<unk>`` left in the output becomes
     the source word with the highest attention weight at its step (Luong et al. 2015).
     At most one of the two (with ``block_unk`` there is no ``<unk>`` to replace).
+
+    ``src_char_ngrams``: K > 0 gives the encoder, besides each source word's embedding,
+    the mean of its hashed character n-gram vectors (``char_ngram_min`` ≤ n ≤
+    ``char_ngram_max``, K buckets; fastText, seqlab.data.char_ngrams), so a word outside
+    the source vocabulary is no longer only ``<unk>``. 0 (default) = See et al.'s encoder.
     """
 
     src_lang: str = "de"
@@ -153,6 +160,9 @@ class CopyTranslationConfig:
     eval_batch_tokens: int = 8000
     block_unk: bool = False
     replace_unk: bool = False
+    src_char_ngrams: int = 0
+    char_ngram_min: int = 3
+    char_ngram_max: int = 5
 
     def __post_init__(self) -> None:
         paths = [self.train_src, self.train_tgt, self.valid_src, self.valid_tgt]
@@ -183,6 +193,15 @@ class CopyTranslationConfig:
         for name in ("block_unk", "replace_unk"):
             if not isinstance(getattr(self, name), bool):
                 raise ValueError(f"task.{name} must be true or false, got {getattr(self, name)!r}")
+        if self.src_char_ngrams < 0:
+            raise ValueError(
+                f"task.src_char_ngrams must be >= 0 (0 = off), got {self.src_char_ngrams}"
+            )
+        if not 1 <= self.char_ngram_min <= self.char_ngram_max:
+            raise ValueError(
+                "task.char_ngram_min / char_ngram_max: need 1 <= min <= max, got "
+                f"{self.char_ngram_min} / {self.char_ngram_max}"
+            )
         if self.block_unk and self.replace_unk:
             raise ValueError(
                 "task.block_unk and task.replace_unk: choose one (with block_unk the output "
@@ -239,8 +258,16 @@ class CopyTranslationTask(Task):
             self.src_vocab = Vocab.build(src, cfg.src_min_freq, cfg.src_vocab_size)
             self.tgt_vocab = Vocab.build(tgt, 1, cfg.tgt_vocab_size)
         self._filter_train()
+        self.grams = (
+            GramSpec(cfg.char_ngram_min, cfg.char_ngram_max, cfg.src_char_ngrams)
+            if cfg.src_char_ngrams
+            else None
+        )
         self.examples = {
-            split: [make_copy_example(s, t, self.src_vocab, self.tgt_vocab) for s, t in zip(*pair)]
+            split: [
+                make_copy_example(s, t, self.src_vocab, self.tgt_vocab, self.grams)
+                for s, t in zip(*pair)
+            ]
             for split, pair in self.words.items()
         }
         log.info("copy_translation: V_src %d, V_tgt %d", len(self.src_vocab), len(self.tgt_vocab))
@@ -272,11 +299,10 @@ class CopyTranslationTask(Task):
     # ------------------------------------------------------------------ training
 
     def model_kwargs(self) -> dict[str, Any]:
-        return {
-            "src_vocab": len(self.src_vocab),
-            "tgt_vocab": len(self.tgt_vocab),
-            "pad_id": PAD_ID,
-        }
+        kwargs = {"src_vocab": len(self.src_vocab), "tgt_vocab": len(self.tgt_vocab)}
+        if self.cfg.src_char_ngrams:  # the n-gram table z_g (K + 1 rows)
+            kwargs["src_gram_buckets"] = self.cfg.src_char_ngrams
+        return {**kwargs, "pad_id": PAD_ID}
 
     def train_lengths(self) -> np.ndarray:
         ex = self.examples["train"]
@@ -301,6 +327,7 @@ class CopyTranslationTask(Task):
             batch.src_ext,
             batch.n_oov,
             details=True,
+            src_grams=batch.src_grams,
         )
         log_P = out.log_probs.gather(-1, batch.y_out.unsqueeze(-1)).squeeze(-1)  # (B, T)
         keep = batch.tgt_mask  # (B, T)
@@ -402,7 +429,8 @@ class CopyTranslationTask(Task):
         if isinstance(sentences, str):
             raise TypeError("pass a list of sentences, e.g. [text]")
         return [
-            make_copy_example(tokenize(s), [], self.src_vocab, self.tgt_vocab) for s in sentences
+            make_copy_example(tokenize(s), [], self.src_vocab, self.tgt_vocab, self.grams)
+            for s in sentences
         ]
 
     @torch.no_grad()
@@ -440,6 +468,8 @@ class CopyTranslationTask(Task):
             device = model_device(model)
             src = torch.tensor([example.src_ids], device=device)  # (1, S)
             src_ext = torch.tensor([example.src_ext], device=device)  # (1, S)
+            grams = source_grams([example])  # (1, S, G) or None
+            grams = None if grams is None else grams.to(device)
             y_in = torch.tensor([[BOS_ID, *ids]], device=device)  # (1, T)
             ones = torch.ones_like(src, dtype=torch.bool)  # (1, S)
             out = model(
@@ -450,6 +480,7 @@ class CopyTranslationTask(Task):
                 src_ext,
                 len(example.oovs),
                 details=True,
+                src_grams=grams,
             )
         finally:
             model.train(was_training)

@@ -4,6 +4,7 @@ import pytest
 import torch
 
 from seqlab.data.oov import (
+    GramSpec,
     collate_copy,
     extended_to_words,
     make_copy_example,
@@ -75,3 +76,25 @@ def test_collate_copy_pads_and_keeps_per_row_oovs():
     assert moved.n_oov == 3 and moved.oovs == b.oovs and torch.equal(moved.src_ext, b.src_ext)
     with pytest.raises(ValueError):
         collate_copy([])
+
+
+def test_collate_copy_carries_each_source_words_ngrams():
+    """With a GramSpec every source position holds its word's n-gram ids (</s> and padding
+    none), aligned with ``src``; without one the batch has no ``src_grams``."""
+    spec = GramSpec(3, 4, 50)
+    e1 = make_copy_example(["ein", "boston"], ["a", "boston"], SRC, TGT, spec)
+    e2 = make_copy_example(["in", "der", "stadt"], ["in", "the", "city"], SRC, TGT, spec)
+    assert e1.src_grams == (spec.ids("ein"), spec.ids("boston"), ())
+    b = collate_copy([e1, e2])
+    assert b.src_grams is not None and b.src_grams.shape[:2] == b.src.shape == (2, 4)
+    G = b.src_grams.shape[2]
+    assert max(len(spec.ids(w)) for w in ["ein", "boston", "in", "der", "stadt"]) == G
+    for row, words in ((0, ["ein", "boston"]), (1, ["in", "der", "stadt"])):
+        for i, w in enumerate(words):
+            ids = b.src_grams[row, i].tolist()
+            assert ids[: len(spec.ids(w))] == list(spec.ids(w)) and not any(ids[len(spec.ids(w)) :])
+    assert int(b.src_grams[0, 2:].abs().sum()) == 0  # </s>, then padding
+    assert int(b.src_grams[1, 3].abs().sum()) == 0  # </s>
+    assert torch.equal(b.to("cpu").src_grams, b.src_grams)
+    plain = collate_copy([make_copy_example(["ein"], ["a"], SRC, TGT)])
+    assert plain.src_grams is None

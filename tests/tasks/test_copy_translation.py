@@ -72,6 +72,21 @@ def _task(files, **kw) -> CopyTranslationTask:
     return task
 
 
+def run_config(files, steps: int, **task) -> dict:
+    """A small pointer-generator on the generated files, ``steps`` updates of Adam 1e-2."""
+    return {
+        "task": {"name": "copy_translation", "data": "files", **files, "tgt_vocab_size": 13,
+                 "src_min_freq": 1, "valid_bleu_sentences": 0, "test_beam": 2, **task},
+        "model": {"name": "pointer_generator", "emb_dim": 24, "hidden_size": 32,
+                  "attn_dim": 24, "out_dim": 24, "dropout": 0.0},
+        "schedule": {"name": "constant"},
+        "train": {"max_steps": steps, "optim": {"name": "adam", "lr": 1.0e-2},
+                  "batch": {"max_tokens": 256}, "label_smoothing": 0.0, "clip_norm": 2.0,
+                  "valid_every": 1000, "save_every": 1000, "log_every": 1000,
+                  "progress": False, "threads": 1},
+    }  # fmt: skip
+
+
 # ----------------------------------------------------------------- text and metrics
 
 
@@ -147,18 +162,7 @@ def test_train_evaluate_translate_end_to_end(files, tmp_path):
     """The Trainer on the generated data (names never in the target vocabulary): after 150
     updates the greedy output copies ≥ 90% of the reference names; the checkpoint reloads
     and translates an unseen name by copying it."""
-    config = {
-        "task": {"name": "copy_translation", "data": "files", **files, "tgt_vocab_size": 13,
-                 "src_min_freq": 1, "valid_bleu_sentences": 0, "test_beam": 2},
-        "model": {"name": "pointer_generator", "emb_dim": 24, "hidden_size": 32,
-                  "attn_dim": 24, "out_dim": 24, "dropout": 0.0},
-        "schedule": {"name": "constant"},
-        "train": {"max_steps": 150, "optim": {"name": "adam", "lr": 1.0e-2},
-                  "batch": {"max_tokens": 256}, "label_smoothing": 0.0, "clip_norm": 2.0,
-                  "valid_every": 1000, "save_every": 1000, "log_every": 1000,
-                  "progress": False, "threads": 1},
-    }  # fmt: skip
-    run = api.train(config, run_dir=tmp_path / "run", quiet=True)
+    run = api.train(run_config(files, 150), run_dir=tmp_path / "run", quiet=True)
     valid = run.metrics["valid"]
     assert valid["oov_copyable"] == 30
     assert valid["oov_copy"] >= 90.0, valid
