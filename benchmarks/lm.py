@@ -163,6 +163,19 @@ def train_tokens_per_s(metrics: Path) -> float:
     return statistics.median(rates) if rates else float("nan")
 
 
+def first_difference(have: Any, want: Any, path: str = "") -> tuple[str, Any, Any] | None:
+    """(dotted path, stored value, wanted value) of the first field where two plain config
+    dicts differ, or None."""
+    if isinstance(have, dict) and isinstance(want, dict):
+        for key in [*want, *(k for k in have if k not in want)]:
+            where = f"{path}.{key}" if path else str(key)
+            found = first_difference(have.get(key), want.get(key), where)
+            if found is not None:
+                return found
+        return None
+    return None if have == want else (path, have, want)
+
+
 def resumable(run_dir: Path, preset: dict[str, Any], overrides: list[str]) -> bool:
     """``run_dir`` holds a step checkpoint of exactly this preset + overrides (--resume).
 
@@ -172,18 +185,14 @@ def resumable(run_dir: Path, preset: dict[str, Any], overrides: list[str]) -> bo
     if not any((run_dir / "checkpoints").glob("step-*")):
         return False
     stored = load_yaml(run_dir / "config.yaml")
-    wanted = resolve_run(preset, overrides).to_dict()
-    for section, fields in wanted.items():
-        for key, value in fields.items() if isinstance(fields, dict) else [(None, fields)]:
-            have = stored.get(section, {}) if key is not None else stored.get(section)
-            have = have.get(key) if key is not None and isinstance(have, dict) else have
-            if have != value and not (isinstance(value, tuple) and list(value) == have):
-                where = f"{section}.{key}" if key is not None else section
-                raise SystemExit(
-                    f"--resume: {run_dir / 'config.yaml'}: {where} is {have!r} there but "
-                    f"{value!r} in this command; run the same command, or drop --resume "
-                    "to train afresh"
-                )
+    wanted = resolve_run(preset, overrides).to_dict()  # plain: tuples are lists, as stored
+    found = first_difference(stored, wanted)
+    if found is not None:
+        where, have, want = found
+        raise SystemExit(
+            f"--resume: {run_dir / 'config.yaml'}: {where} is {have!r} there but {want!r} "
+            "in this command; run the same command, or drop --resume to train afresh"
+        )
     return True
 
 

@@ -72,3 +72,5 @@ def test_resume_takes_only_a_checkpointed_run_of_the_same_config(tmp_path):
         resumable(run_dir, preset, ["train.max_steps=10", "train.seed=4"])
     with pytest.raises(SystemExit, match=r"model\.d_model is 16 there but 32"):
         resumable(run_dir, preset, [*texts, "model.d_model=32"])
+    with pytest.raises(SystemExit, match=r"train\.optim\.lr is 0\.003 there but 0\.01"):
+        resumable(run_dir, preset, [*texts, "train.optim.lr=0.01"])  # a nested field

@@ -8,7 +8,6 @@ import pytest
 import torch
 
 from seqlab import api
-from seqlab.data.oov import source_grams
 from seqlab.data.vocab import UNK, UNK_ID
 from seqlab.models.pointer_generator import PointerGenerator, PointerGeneratorConfig
 from seqlab.tasks.copy_translation_decode import decode_copy
@@ -66,21 +65,28 @@ def test_batched_decoding_equals_one_sentence_at_a_time(files, beam):  # noqa: F
 
 
 def test_ngrams_reach_the_model_everywhere_it_reads_the_source(files):  # noqa: F811
-    """Changing only the n-gram table changes the loss, the decoded log P and explain():
-    every path passes ``src_grams`` on."""
+    """Changing only the n-gram table changes the loss, the decoded steps' p_gen and
+    explain()'s attention: every path passes ``src_grams`` on (a path that dropped them
+    would also fail loudly: the model refuses a source without them)."""
     task = _task(files, src_char_ngrams=64)
     model = _model(task, seed=3)
     b = task.collate([0, 1])
-    ex = task.examples["valid"][:2]
+    ex = task.examples["valid"][:4]
     sentence = "Ein Mann namens Zyx läuft."
-    before = (float(task.loss(model, b).loss_sum.detach()), task.explain(model, sentence))
+
+    def seen() -> tuple[float, list[float], torch.Tensor]:
+        decoded = decode_copy(model, ex, task._settings(1))
+        attention = task.explain(model, sentence)["attention"]
+        return float(task.loss(model, b).loss_sum.detach()), [p for _, p in decoded], attention
+
+    before = seen()
     with torch.no_grad():
         model.src_gram_embed.weight.mul_(5.0)
-    after = (float(task.loss(model, b).loss_sum.detach()), task.explain(model, sentence))
-    assert before[0] != after[0]
-    assert not torch.equal(before[1]["attention"], after[1]["attention"])
-    grams = source_grams(ex)
-    assert grams is not None and grams.shape[:2] == (2, max(len(e.src_ids) for e in ex))
+    after = seen()
+    assert before[0] != after[0] and before[1] != after[1]
+    assert not torch.equal(before[2], after[2])
+    with pytest.raises(ValueError, match="character n-grams"):
+        model(b.src, b.src_mask, b.y_in, b.tgt_mask, b.src_ext, b.n_oov)
 
 
 def test_end_to_end_copies_names_the_encoder_reads_as_unk(files, tmp_path):  # noqa: F811
