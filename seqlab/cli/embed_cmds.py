@@ -1,13 +1,14 @@
 """``seqlab embed``: train, evaluate and inspect word vectors (word2vec text files).
 
-    seqlab embed train {sgns,glove,ppmi} [--data-dir DIR | --text FILE] [--out FILE.txt]
-        [--dim D] [--epochs N] [--minutes M] [--window W] [--min-count C] [--seed S]
-        [--glove-adagrad {paper,glove.c}]
+    seqlab embed train {sgns,glove,ppmi} [--data-dir DIR [--sources S,…] | --text FILE]
+        [--out FILE.txt] [--dim D] [--epochs N] [--minutes M] [--window W] [--min-count C]
+        [--seed S] [--glove-adagrad {paper,glove.c}]
     seqlab embed eval FILE.txt [--data-dir DIR]
     seqlab embed neighbours FILE.txt WORD [-k K]
     seqlab embed tsne FILE.txt --words W1 W2 … --out MAP.png
 
-``train`` builds the corpus (PTB train + Multi30k English train + MR, or any ``--text``
+``train`` builds the corpus (PTB train + Multi30k English train + MR by default;
+``--sources ptb,multi30k,mr,conll`` adds the CoNLL-2003 train split; or any ``--text``
 file), trains, writes the vectors and prints what it did. ``eval`` prints the analogy
 (questions-words, 3CosAdd) and similarity (SimLex-999, WordSim-353) table with coverages.
 """
@@ -56,12 +57,14 @@ def train_vectors(
     seed: int = 0,
     log: Any = None,
     glove_adagrad: str = "paper",
+    sources: Any = None,
 ) -> Any:
     """Build the corpus and train ``method``; returns ``TrainedVectors`` (library form of
     ``seqlab embed train``)."""
     import torch
 
     from seqlab.data.embedding_corpus import (
+        SOURCES,
         build_corpus,
         read_embedding_sentences,
         read_text_sentences,
@@ -73,7 +76,9 @@ def train_vectors(
     sentences = (
         read_text_sentences(text)
         if text is not None
-        else read_embedding_sentences(_data_dir(str(data_dir) if data_dir else None))
+        else read_embedding_sentences(
+            _data_dir(str(data_dir) if data_dir else None), tuple(sources or SOURCES)
+        )
     )
     corpus = build_corpus(sentences, min_count=min_count)
     if log is not None:
@@ -107,6 +112,8 @@ def _cmd_train(args: argparse.Namespace) -> int:
 
     if args.dim < 1 or (args.epochs is not None and args.epochs < 1):
         raise SeqlabError("--dim and --epochs must be >= 1")
+    if args.text and args.sources:
+        raise SeqlabError("--sources picks parts of the --data-dir corpus; drop it with --text")
     out = Path(args.out or f"{args.method}.txt")
     run = train_vectors(
         args.method,
@@ -120,6 +127,7 @@ def _cmd_train(args: argparse.Namespace) -> int:
         seed=args.seed,
         log=None if args.quiet else print,
         glove_adagrad=args.glove_adagrad,
+        sources=[x for x in args.sources.split(",") if x] if args.sources else None,
     )
     save_word2vec_text(run.vectors, out)
     print(
@@ -193,6 +201,11 @@ def add_command(sub: argparse._SubParsersAction) -> None:
     t.add_argument("method", choices=METHODS)
     t.add_argument("--data-dir", help="shared data folder (default ../shared/data)")
     t.add_argument("--text", help="train on this text file instead (one sentence a line)")
+    t.add_argument(
+        "--sources",
+        help="comma-separated corpus parts under --data-dir: ptb, multi30k, mr, conll "
+        "(CoNLL-2003 train only); default ptb,multi30k,mr",
+    )
     t.add_argument("--out", help="output file (default METHOD.txt)")
     t.add_argument("--dim", type=int, default=100)
     t.add_argument("--epochs", type=int, help="passes (default: sgns 10, glove 50)")

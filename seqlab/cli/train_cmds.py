@@ -141,8 +141,31 @@ def _cmd_config(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_average(args: argparse.Namespace) -> int:
+    from seqlab.train.averaging import average_checkpoints, last_checkpoints
+
+    if args.last is not None:
+        if len(args.paths) != 1:
+            raise SeqlabError("--last N takes one run directory: seqlab average RUN --last N")
+        paths = last_checkpoints(args.paths[0], args.last)
+        run = Path(args.paths[0])
+        default = (run / "checkpoints" if (run / "checkpoints").is_dir() else run) / (
+            f"average-last{args.last}"
+        )
+    else:
+        if len(args.paths) < 2 or args.out is None:
+            raise SeqlabError(
+                "give a run directory with --last N, or two or more checkpoints with --out DIR"
+            )
+        paths, default = [Path(p) for p in args.paths], None
+    out = Path(args.out) if args.out else default
+    average_checkpoints(paths, out)
+    print(f"averaged {len(paths)} checkpoints ({', '.join(p.name for p in paths)}) → {out}")
+    return 0
+
+
 def add_commands(sub: argparse._SubParsersAction) -> None:
-    """Register train / evaluate / config on the top-level parser's subcommands."""
+    """Register train / evaluate / average / config on the top-level parser's subcommands."""
     p = sub.add_parser("train", help="train a preset (or resume a run)")
     p.add_argument("items", nargs="*", metavar="CONFIG [key=value ...]")
     p.add_argument("--run-dir", help="output directory (default runs/<preset>-<timestamp>)")
@@ -163,6 +186,12 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--hyp", help="write the detokenised hypotheses here")
     p.add_argument("--json", action="store_true", help="one JSON object instead of text")
     p.set_defaults(func=_cmd_evaluate)
+
+    p = sub.add_parser("average", help="average the weights of a run's last checkpoints")
+    p.add_argument("paths", nargs="+", metavar="RUN_OR_CHECKPOINT")
+    p.add_argument("--last", type=int, help="average the run's newest N step checkpoints")
+    p.add_argument("--out", help="output checkpoint directory")
+    p.set_defaults(func=_cmd_average)
 
     p = sub.add_parser("config", help="show or validate a resolved config")
     p.add_argument("action", choices=["show", "validate"])

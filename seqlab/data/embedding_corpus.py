@@ -7,12 +7,16 @@ Sources (``../shared/data``, described in its README):
   becomes ``<num>``.
 - Multi30k English train (UTF-8, raw captions) and MR sentence polarity (cp1252, already
   lower-cased and tokenised): tokenised by :func:`tokenize_words`.
+- Optionally (``conll``, not in the default :data:`SOURCES`) the words of the CoNLL-2003
+  **train** split (Reuters news, ~200k tokens), read by the validated CoNLL reader; the
+  valid and test splits are never read, so vectors trained on it can initialise a tagger
+  evaluated on them.
 
-About 1.5 million tokens in all. :func:`build_corpus` keeps words seen at least
-``min_count`` times (most frequent first, ties by string: ``Vocab.from_counts``) and
-encodes every sentence, **dropping** out-of-vocabulary tokens before any window is taken,
-as word2vec does. Windows never cross a sentence boundary (GloVe's ``cooccur`` and
-word2vec both restart at a line break).
+About 1.5 million tokens in all (~0.2 million more with ``conll``). :func:`build_corpus`
+keeps words seen at least ``min_count`` times (most frequent first, ties by string:
+``Vocab.from_counts``) and encodes every sentence, **dropping** out-of-vocabulary tokens
+before any window is taken, as word2vec does. Windows never cross a sentence boundary
+(GloVe's ``cooccur`` and word2vec both restart at a line break).
 
 :func:`planted_corpus` generates a tiny corpus with a known analogy structure for tests.
 """
@@ -37,6 +41,7 @@ from seqlab.errors import DataError
 __all__ = [
     "NUM",
     "NUMBER_RE",
+    "ALL_SOURCES",
     "SOURCES",
     "EmbeddingCorpus",
     "build_corpus",
@@ -46,8 +51,9 @@ __all__ = [
     "tokenize_words",
 ]
 
-Source = Literal["ptb", "multi30k", "mr"]
-SOURCES: tuple[Source, ...] = ("ptb", "multi30k", "mr")
+Source = Literal["ptb", "multi30k", "mr", "conll"]
+SOURCES: tuple[Source, ...] = ("ptb", "multi30k", "mr")  # the default corpus
+ALL_SOURCES: tuple[Source, ...] = (*SOURCES, "conll")
 NUM = "<num>"
 
 # A number (1,000 or 3.5), or a word: letters/digits with inner hyphens; PTB-style clitics
@@ -83,15 +89,24 @@ def read_text_sentences(path: str | Path, *, encoding: str = "utf-8") -> list[li
 def read_embedding_sentences(
     data_dir: str | Path, sources: Sequence[Source] = SOURCES
 ) -> list[list[str]]:
-    """The sentences of ``sources`` under ``data_dir`` (PTB train, Multi30k en train, MR)."""
+    """The sentences of ``sources`` under ``data_dir`` (PTB train, Multi30k en train, MR,
+    optionally CoNLL-2003 train)."""
     root = Path(data_dir)
-    unknown = [s for s in sources if s not in SOURCES]
+    unknown = [s for s in sources if s not in ALL_SOURCES]
     if unknown or not sources:
-        raise DataError(f"unknown corpus source(s) {unknown}", hint=f"choose from {SOURCES}")
+        raise DataError(
+            f"unknown corpus source(s) {unknown}", hint=f"choose from {', '.join(ALL_SOURCES)}"
+        )
     out: list[list[str]] = []
     for source in sources:
         if source == "ptb":
             out += _ptb_sentences(root / "ptb" / "ptb.train.txt.gz")
+        elif source == "conll":  # the train split only: valid/test stay unseen
+            from seqlab.data.conll import CONLL2003_FILES, locate_conll2003, read_conll
+
+            path = locate_conll2003(root) / CONLL2003_FILES["train"]
+            found = (tokenize_words(" ".join(s.tokens)) for s in read_conll(path, n_columns=4))
+            out += [s for s in found if s]
         elif source == "multi30k":
             out += read_text_sentences(root / "multi30k" / "task1" / "raw" / "train.en.gz")
         else:  # MR is Windows-1252 (shared/data/README.md §3)

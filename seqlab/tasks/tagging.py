@@ -28,7 +28,7 @@ from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, fields
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 import torch
@@ -43,11 +43,15 @@ from seqlab.data.conll import (
     locate_conll2003,
     read_conll,
 )
-from seqlab.data.vocab import PAD_ID, UNK_ID, Vocab
+from seqlab.data.embedding_corpus import NUM, NUMBER_RE
+from seqlab.data.vocab import PAD_ID, SPECIALS, UNK_ID, Vocab
 from seqlab.errors import DataError, SeqlabError
 from seqlab.nn.masks import padding_mask
 from seqlab.registry import TASKS
 from seqlab.tasks.base import LossOutput, Task
+
+if TYPE_CHECKING:
+    from seqlab.data.word_vectors_io import WordVectors
 
 __all__ = ["TagBatch", "TaggingConfig", "TaggingTask", "tokenize"]
 
@@ -72,6 +76,11 @@ class TaggingConfig:
     ``files`` (``train_path``, ``valid_path``, optional ``test_path``, CoNLL format with
     the tag in ``tag_column``). ``embeddings_path``: word vectors for the word embedding
     (``seqlab.data.word_vectors_io``), read when training starts, never when loading.
+    ``embeddings_vocab``: ``train`` keeps the vocabulary of the train split; ``extend``
+    also adds every word of the vector file (Lample et al. 2016's practice), so a valid or
+    test word never seen in train but known to the vectors keeps its vector instead of
+    becoming ⟨unk⟩; such words are looked up as the file spells them (lower-cased,
+    numbers as ``<num>``) when their own spelling is not in the vocabulary.
     """
 
     data: Literal["conll2003", "files"] = "conll2003"
@@ -90,6 +99,7 @@ class TaggingConfig:
     normalize: Literal["token", "sentence"] = "token"
     mode: Literal["default", "strict"] = "default"
     embeddings_path: str | None = None
+    embeddings_vocab: Literal["train", "extend"] = "train"
     eval_max_tokens: int = 8000
 
     def __post_init__(self) -> None:
@@ -105,6 +115,8 @@ class TaggingConfig:
             raise ValueError(f"task.unk_replace must be in [0, 1], got {self.unk_replace}")
         if self.max_train_examples is not None and self.max_train_examples < 1:
             raise ValueError("task.max_train_examples must be >= 1 or null")
+        if self.embeddings_vocab == "extend" and self.embeddings_path is None:
+            raise ValueError("task.embeddings_vocab=extend needs task.embeddings_path")
 
 
 @dataclass(frozen=True)
@@ -162,7 +174,12 @@ class TaggingTask(Task):
         tagset = CONLL2003_TAGS if self.cfg.data == "conll2003" else None
         self._build_vocabularies(tagset)
         if self.cfg.embeddings_path is not None:
-            self._word_init = self._make_word_init(self.cfg.embeddings_path)
+            from seqlab.data.word_vectors_io import load_word2vec_text  # lazy
+
+            vectors = load_word2vec_text(self.cfg.embeddings_path)
+            if self.cfg.embeddings_vocab == "extend":
+                self._extend_vocabulary(vectors.words)
+            self._word_init = self._make_word_init(vectors)
 
     @property
     def sentences(self) -> dict[str, list[Sentence]]:
@@ -204,6 +221,20 @@ class TaggingTask(Task):
             token = token.lower()
         return re.sub(r"\d", "0", token) if self.cfg.digits_to_zero else token
 
+    def word_id(self, token: str) -> int:
+        """The token's word id: its key (:meth:`normalise_word`); in an ``extend``-ed
+        vocabulary, failing that, the vector file's spelling (``<num>`` or lower case)."""
+        i = self.words.token_to_id(self.normalise_word(token))
+        if i == UNK_ID and self.cfg.embeddings_vocab == "extend":
+            i = self.words.token_to_id(NUM if NUMBER_RE.fullmatch(token) else token.lower())
+        return i
+
+    def _extend_vocabulary(self, file_words: list[str]) -> None:
+        """Append the vector file's words the train vocabulary lacks (ids after train's)."""
+        added = [w for w in file_words if w not in self.words and w not in SPECIALS]
+        self.words = Vocab([*self.words.tokens[len(SPECIALS) :], *added])
+        log.info("added %d words of the vector file to the vocabulary", len(added))
+
     def _build_vocabularies(self, tagset: tuple[str, ...] | None) -> None:
         train = self.sentences["train"]
         words = Counter(self.normalise_word(t) for s in train for t in s.tokens)
@@ -214,11 +245,13 @@ class TaggingTask(Task):
             tagset = ("O", *sorted(seen - {"O"}, key=lambda t: (t[2:], t[0])))
         self.tags: tuple[str, ...] = tuple(tagset)
 
-    def _make_word_init(self, path: str) -> Callable[[nn.Module], float]:
+    def _make_word_init(self, vectors: WordVectors) -> Callable[[nn.Module], float]:
         from seqlab.data.word_vectors_io import init_embedding  # lazy: only when asked for
 
+        path = self.cfg.embeddings_path
+
         def word_init(module: nn.Module) -> float:
-            coverage = float(init_embedding(module, self.words, path))
+            coverage = float(init_embedding(module, self.words, vectors))
             log.info("word vectors %s cover %.1f%% of the vocabulary", path, 100 * coverage)
             return coverage
 
@@ -259,7 +292,7 @@ class TaggingTask(Task):
                     line=s.line,
                     hint=f"the model knows: {', '.join(self.tags)}",
                 )
-            words.append([self.words.token_to_id(self.normalise_word(t)) for t in s.tokens])
+            words.append([self.word_id(t) for t in s.tokens])
             chars.append([self.chars.encode(t[:W]) for t in s.tokens])
             tags.append([tag_id[t] for t in s.tags])
         return words, chars, tags
@@ -393,9 +426,7 @@ class TaggingTask(Task):
             raise SeqlabError("tag() takes a list of token lists, e.g. [['EU', 'rejects']]")
         keep = [i for i, s in enumerate(sentences) if len(s)]
         W = self.cfg.max_word_len
-        words = [
-            [self.words.token_to_id(self.normalise_word(t)) for t in sentences[i]] for i in keep
-        ]
+        words = [[self.word_id(t) for t in sentences[i]] for i in keep]
         chars = [[self.chars.encode(t[:W]) for t in sentences[i]] for i in keep]
         was_training = model.training
         model.eval()

@@ -51,6 +51,22 @@ def test_sources_are_read_with_their_encodings(tmp_path):
         read_embedding_sentences(tmp_path, sources=["wiki"])
 
 
+def test_conll_source_reads_the_train_split_only(tmp_path):
+    root = tmp_path / "data" / "conll2003"
+    root.mkdir(parents=True)
+    files = {
+        "train": "-DOCSTART- -X- -X- O\n\nEU NNP B-NP B-ORG\nrejects VBZ B-VP O\n"
+        "1,000 CD I-NP O\n. . O O\n\n",
+        "valid": "Lisbon NNP B-NP B-LOC\n\n",
+        "test": "Oslo NNP B-NP B-LOC\n\n",
+    }
+    for split, text in files.items():
+        (root / f"{split}.txt.gz").write_bytes(gzip.compress(text.encode()))
+    assert read_embedding_sentences(tmp_path / "data", sources=["conll"]) == [
+        ["eu", "rejects", "<num>"]
+    ]
+
+
 def test_build_corpus_drops_rare_words_and_unk_and_keeps_sentences():
     corpus = build_corpus([["a", "b", "<unk>", "a"], ["c", "a", "b"]], min_count=2)
     assert corpus.words == ["a", "b"]  # most frequent first; c (1) and <unk> dropped

@@ -11,7 +11,7 @@ import torch
 from torch import nn
 
 from seqlab import api
-from seqlab.data.conll import entity_spans
+from seqlab.data.conll import Sentence, entity_spans
 from seqlab.data.vocab import PAD_ID, UNK_ID
 from seqlab.errors import DataError, SeqlabError
 from seqlab.models.tagger import BiLSTMTagger, TaggerConfig
@@ -253,3 +253,33 @@ def test_embeddings_path_initialises_words_only_when_training_starts(tmp_path):
     vectors.unlink()  # a checkpoint's task never reads the vectors again
     restored = prepared(cfg, task.tokenizer_state())
     assert restored.model_kwargs()["word_init"] is None
+
+
+def test_embeddings_vocab_extend_adds_the_vector_words_and_looks_them_up(tmp_path):
+    vectors = tmp_path / "vectors.txt"
+    rows = ["paris 1 1 1", "lisbon 2 2 2", "<num> 3 3 3", "<unk> 9 9 9", "rome -1 0 1"]
+    vectors.write_text(f"{len(rows)} 3\n" + "\n".join(rows) + "\n", encoding="utf-8")
+    plain = prepared(files_config(tmp_path, embeddings_path=str(vectors)))
+    cfg = files_config(tmp_path, embeddings_path=str(vectors), embeddings_vocab="extend")
+    task = prepared(cfg)
+    # the train vocabulary keeps its ids; the file's new words follow, specials never added
+    n_train = len(plain.words)
+    assert task.words.tokens[:n_train] == plain.words.tokens
+    assert task.words.tokens[n_train:] == ["paris", "lisbon", "<num>", "rome"]
+    # a train word keeps its own id; an unseen word falls back to the file's spelling
+    assert task.word_id("Paris") == plain.words.token_to_id("Paris") != UNK_ID
+    assert task.word_id("Lisbon") == task.words.token_to_id("lisbon")
+    assert task.word_id("LISBON") == task.words.token_to_id("lisbon")
+    assert task.word_id("1,500") == task.words.token_to_id("<num>")
+    assert task.word_id("Oslo") == UNK_ID and plain.word_id("Lisbon") == UNK_ID
+    model = BiLSTMTagger(TaggerConfig(word_dim=3, char="none", hidden=4), **task.model_kwargs())
+    assert model.word_embed.weight[task.word_id("Lisbon")].tolist() == [2.0, 2.0, 2.0]
+    assert model.word_embed.weight[task.word_id("Paris")].tolist() == [1.0, 1.0, 1.0]
+    # encoded sentences use the same lookup; the checkpoint's vocabulary suffices
+    words, _, _ = task._encode([Sentence(("LISBON", "visited"), ("B-LOC", "O"), 1)], "valid")
+    assert words == [[task.words.token_to_id("lisbon"), task.words.token_to_id("visited")]]
+    vectors.unlink()
+    restored = prepared(cfg, json.loads(json.dumps(task.tokenizer_state())))
+    assert restored.words == task.words and restored.word_id("LISBON") == task.word_id("lisbon")
+    with pytest.raises(ValueError, match="embeddings_vocab=extend needs task.embeddings_path"):
+        files_config(tmp_path, embeddings_vocab="extend")
