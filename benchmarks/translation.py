@@ -105,8 +105,10 @@ def run_model(
     data_dir: str | None,
     runs_dir: Path,
     quiet: bool = True,
+    average: int = 0,
 ) -> Row:
-    """Train one preset for ``minutes``, then score test2016 with the preset's beam and greedy."""
+    """Train one preset for ``minutes``, then score test2016 with the preset's beam and greedy
+    (with ``average`` N: the mean of the last N step checkpoints, ``seqlab average``)."""
     _reset_peak_rss()
     run_dir = runs_dir / f"bench-{model}"
     texts = [f"train.max_minutes={minutes}", *overrides]
@@ -125,7 +127,14 @@ def run_model(
         and best.get("value") is not None
         and best["value"] > final.get("bleu_lc", float("-inf"))
     )
-    loaded = api.load(run_dir, data_dir=data_dir, prefer="best" if use_best else "latest")
+    if average:
+        from seqlab.train.averaging import average_checkpoints, last_checkpoints
+
+        averaged = run_dir / "checkpoints" / f"average-last{average}"
+        average_checkpoints(last_checkpoints(run_dir, average), averaged)
+        loaded = api.load(averaged, data_dir=data_dir)
+    else:
+        loaded = api.load(run_dir, data_dir=data_dir, prefer="best" if use_best else "latest")
     beam = loaded.task.cfg.test_beam
     scored = loaded.evaluate("test")
     loaded.task.cfg = dataclasses.replace(loaded.task.cfg, test_beam=1)
@@ -292,6 +301,14 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     p.add_argument("--runs-dir", default="runs", help="run folders go to RUNS/bench-<model>")
     p.add_argument("--verbose", action="store_true", help="show the trainer's progress")
     p.add_argument(
+        "--average",
+        type=int,
+        default=0,
+        metavar="N",
+        help="score the average of the last N step checkpoints (Vaswani 2017 §6.1; set "
+        "train.keep_last >= N and a train.save_every that gives N checkpoints)",
+    )
+    p.add_argument(
         "overrides",
         nargs="*",
         help="key=value overrides for every model; MODEL:key=value for one model only",
@@ -301,6 +318,8 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     for m in args.models:
         if not preset_path(m).is_file():
             p.error(f"no preset configs/multi30k-{m}.yaml (models: {', '.join(MODELS)})")
+    if args.average < 0:
+        p.error(f"--average must be >= 0, got {args.average}")
     for text in args.overrides:
         if "=" not in text:
             p.error(f"override {text!r} is not key=value")
@@ -328,6 +347,7 @@ def main(argv: list[str] | None = None) -> list[Row]:
             args.data_dir,
             Path(args.runs_dir),
             quiet=not args.verbose,
+            average=args.average,
         )
         rows.append(row)
         took = (time.perf_counter() - t0) / 60.0

@@ -92,6 +92,29 @@ def test_benchmark_writes_and_replaces_its_section(tmp_path: Path) -> None:
     assert "kept text" in again and again.rstrip().endswith("## Later benchmark\n\nmore")
 
 
+def test_average_scores_the_mean_of_the_last_checkpoints(tmp_path: Path) -> None:
+    overrides = [
+        *_cut(tmp_path),
+        "task.vocab_size=200",
+        f"task.cache_dir={tmp_path / 'spm'}",
+        "model.d_model=16",
+        "model.n_heads=2",
+        "model.d_ff=32",
+        "model.encoder_layers=1",
+        "model.decoder_layers=1",
+        "train.max_steps=4",
+        "train.save_every=2",
+        "train.keep_last=2",
+        "train.valid_every=1000000",
+        "train.progress=false",
+    ]
+    row = bench.run_model("transformer", 5.0, overrides, None, tmp_path / "runs", average=2)
+    assert row.checkpoint == "average-last2 (step 4)"
+    ckpts = tmp_path / "runs" / "bench-transformer" / "checkpoints"
+    assert (ckpts / "average-last2" / "meta.json").is_file()
+    assert 0.0 <= row.bleu_lc_beam <= 100.0
+
+
 def _row(model: str, bleu_lc: float, bleu_cased: float) -> bench.Row:
     return bench.Row(model, 1, 45.0, 1, 1.0, 1.0, 5, bleu_lc, bleu_lc, bleu_cased, 50.0, "x", {})
 
