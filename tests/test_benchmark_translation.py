@@ -32,6 +32,20 @@ def _cut(tmp: Path) -> list[str]:
     return overrides
 
 
+def _tiny_model(tmp: Path) -> list[str]:
+    """The cut data, BPE 200 and a 1-layer d 16 Transformer."""
+    return [
+        *_cut(tmp),
+        "task.vocab_size=200",
+        f"task.cache_dir={tmp / 'spm'}",
+        "model.d_model=16",
+        "model.n_heads=2",
+        "model.d_ff=32",
+        "model.encoder_layers=1",
+        "model.decoder_layers=1",
+    ]
+
+
 def test_benchmark_writes_and_replaces_its_section(tmp_path: Path) -> None:
     out = tmp_path / "results.md"
     out.write_text("# Results\n\n## Language models\n\nkept text\n", encoding="utf-8")
@@ -44,14 +58,7 @@ def test_benchmark_writes_and_replaces_its_section(tmp_path: Path) -> None:
         str(out),
         "--runs-dir",
         str(tmp_path / "runs"),
-        *_cut(tmp_path),
-        "task.vocab_size=200",
-        f"task.cache_dir={tmp_path / 'spm'}",
-        "model.d_model=16",
-        "model.n_heads=2",
-        "model.d_ff=32",
-        "model.encoder_layers=1",
-        "model.decoder_layers=1",
+        *_tiny_model(tmp_path),
         "train.valid_every=1000000",
         "train.progress=false",
     ]
@@ -94,14 +101,7 @@ def test_benchmark_writes_and_replaces_its_section(tmp_path: Path) -> None:
 
 def test_average_scores_the_mean_of_the_last_checkpoints(tmp_path: Path) -> None:
     overrides = [
-        *_cut(tmp_path),
-        "task.vocab_size=200",
-        f"task.cache_dir={tmp_path / 'spm'}",
-        "model.d_model=16",
-        "model.n_heads=2",
-        "model.d_ff=32",
-        "model.encoder_layers=1",
-        "model.decoder_layers=1",
+        *_tiny_model(tmp_path),
         "train.max_steps=4",
         "train.save_every=2",
         "train.keep_last=2",
