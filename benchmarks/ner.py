@@ -140,14 +140,21 @@ def format_tables(rows: list[Row]) -> str:
 
 def embeddings_note(command: str) -> str:
     """What initialised the word embeddings, read from the command's overrides."""
-    paths = [a.split("=", 1)[1] for a in shlex.split(command) if "embeddings_path=" in a]
+    words = shlex.split(command)
+    paths = [a.split("=", 1)[1] for a in words if "embeddings_path=" in a]
     if not paths:
         return "Random word embeddings (no external vectors)."
-    return (
+    note = (
         f"Word embeddings initialised from `{paths[0]}` (`task.embeddings_path`; vectors "
-        "seqlab trained on this project's own text, `benchmarks/embeddings.py`: no external "
-        "data)."
+        "seqlab trained on this project's own text with `seqlab embed train`: no external "
+        "data, never the valid or test text; docs/tagging.md §4)."
     )
+    if any(a.endswith("embeddings_vocab=extend") for a in words):
+        note += (
+            " `task.embeddings_vocab=extend`: the vector file's words join the vocabulary, "
+            "so a test word unseen in train keeps its vector."
+        )
+    return note
 
 
 def render_section(rows: list[Row], command: str, minutes: float) -> str:

@@ -9,3 +9,5 @@ def test_the_section_names_the_embeddings_the_command_set():
     vecs = f"{plain} task.embeddings_path=runs/embeddings/sgns.txt"
     assert "`runs/embeddings/sgns.txt`" in bench.embeddings_note(vecs)
     assert "Random" not in bench.embeddings_note(vecs)
+    assert "vocabulary" not in bench.embeddings_note(vecs)
+    assert "join the vocabulary" in bench.embeddings_note(f"{vecs} task.embeddings_vocab=extend")
