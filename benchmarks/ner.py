@@ -1,23 +1,27 @@
 """Named-entity benchmark: BiLSTM (softmax) and BiLSTM-CRF on CoNLL-2003, entity F1.
 
     python benchmarks/ner.py [--models bilstm,bilstm-crf] [--minutes 28] [--data-dir DIR]
-        [--out docs/results.md] [--runs-dir runs] [key=value ...] [MODEL:key=value ...]
+        [--out docs/results.md] [--runs-dir runs] [--jobs N] [key=value ...]
+        [MODEL:key=value ...]
 
 For each model: train ``configs/conll-<model>.yaml`` for ``--minutes`` of wall-clock time
 (``train.max_minutes``) into ``<runs-dir>/bench-conll-<model>``, load its best checkpoint
 (best valid entity F1), and score valid (testa) and test (testb) with seqeval in
 conlleval mode: overall precision / recall / F1 and F1 per type. The tables go to stdout
 and replace the section ``## Named entities (CoNLL-2003)`` of ``--out`` (other sections
-are kept), with the CRF gain (BiLSTM-CRF F1 − BiLSTM F1) when both ran.
+are kept), with the CRF gain (BiLSTM-CRF F1 − BiLSTM F1) when both ran. ``--jobs 2``
+trains the models in parallel processes (with ``train.threads=1`` on a 2-core machine).
 """
 
 from __future__ import annotations
 
 import argparse
 import datetime
+import multiprocessing
 import shlex
 import sys
 import time
+from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -204,8 +208,11 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     p.add_argument("--out", default=str(ROOT / "docs" / "results.md"), help="markdown file")
     p.add_argument("--runs-dir", default="runs", help="runs go to RUNS/bench-conll-<model>")
     p.add_argument("--verbose", action="store_true", help="show the trainer's progress")
+    p.add_argument("--jobs", type=int, default=1, help="models trained at once (processes)")
     p.add_argument("overrides", nargs="*", help="key=value (all) or MODEL:key=value (one)")
     args = p.parse_args(argv)
+    if args.jobs < 1:
+        p.error(f"--jobs must be >= 1, got {args.jobs}")
     args.models = [m.strip() for m in args.models.split(",") if m.strip()]
     for m in args.models:
         if not preset_path(m).is_file():
@@ -220,25 +227,23 @@ def main(argv: list[str] | None = None) -> list[Row]:
     command = shlex.join(["python", "benchmarks/ner.py", *argv])
     for model in args.models:  # check every config before training the first
         api.resolve_config(preset_path(model), overrides_for(model, args.overrides))
-    rows = []
-    for model in args.models:
-        t0 = time.perf_counter()
-        print(f"[{model}] training {args.minutes:g} min …", flush=True)
-        row = run_model(
-            model,
-            args.minutes,
-            overrides_for(model, args.overrides),
-            args.data_dir,
-            Path(args.runs_dir),
-            quiet=not args.verbose,
-        )
-        rows.append(row)
-        took = (time.perf_counter() - t0) / 60.0
-        print(
-            f"[{model}] valid F1 {row.valid['f1']:.2f}, test F1 {row.test['f1']:.2f} "
-            f"({took:.1f} min with evaluation)",
-            flush=True,
-        )
+    jobs = [
+        (m, args.minutes, overrides_for(m, args.overrides), args.data_dir, Path(args.runs_dir))
+        for m in args.models
+    ]
+    t0 = time.perf_counter()
+    print(f"[{', '.join(args.models)}] training {args.minutes:g} min each …", flush=True)
+    if args.jobs > 1 and len(jobs) > 1:
+        context = multiprocessing.get_context("spawn")  # a fresh interpreter per model
+        with ProcessPoolExecutor(min(args.jobs, len(jobs)), mp_context=context) as pool:
+            futures = [pool.submit(run_model, *job, quiet=not args.verbose) for job in jobs]
+            rows = [f.result() for f in futures]
+    else:
+        rows = [run_model(*job, quiet=not args.verbose) for job in jobs]
+    took = (time.perf_counter() - t0) / 60.0
+    for row in rows:
+        print(f"[{row.model}] valid F1 {row.valid['f1']:.2f}, test F1 {row.test['f1']:.2f}")
+    print(f"({took:.1f} min with evaluation)", flush=True)
     out = Path(args.out)
     print(format_tables(rows))
     write_section(out, render_section(rows, command, args.minutes))
