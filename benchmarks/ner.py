@@ -25,6 +25,8 @@ from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import torch
+
 from seqlab import api
 from seqlab.train.build import count_parameters
 
@@ -225,8 +227,10 @@ def main(argv: list[str] | None = None) -> list[Row]:
     argv = list(sys.argv[1:] if argv is None else argv)
     args = parse_args(argv)
     command = shlex.join(["python", "benchmarks/ner.py", *argv])
+    threads = set()
     for model in args.models:  # check every config before training the first
-        api.resolve_config(preset_path(model), overrides_for(model, args.overrides))
+        cfg = api.resolve_config(preset_path(model), overrides_for(model, args.overrides))
+        threads.add(cfg.train.threads)
     jobs = [
         (m, args.minutes, overrides_for(m, args.overrides), args.data_dir, Path(args.runs_dir))
         for m in args.models
@@ -238,6 +242,8 @@ def main(argv: list[str] | None = None) -> list[Row]:
         with ProcessPoolExecutor(min(args.jobs, len(jobs)), mp_context=context) as pool:
             futures = [pool.submit(run_model, *job, quiet=not args.verbose) for job in jobs]
             rows = [f.result() for f in futures]
+        if len(threads) == 1 and None not in threads:  # the table's thread count: per model
+            torch.set_num_threads(threads.pop())
     else:
         rows = [run_model(*job, quiet=not args.verbose) for job in jobs]
     took = (time.perf_counter() - t0) / 60.0
