@@ -204,10 +204,18 @@ def machine_description() -> str:
     )
 
 
+def models_of_command(line: str) -> set[str]:
+    """The models a ``Command: `python benchmarks/translation.py …``` line ran."""
+    words = shlex.split(line.split("`")[1]) if line.count("`") >= 2 else []
+    given = [w.split("=", 1)[1] for w in words if w.startswith("--models=")]
+    given += [b for a, b in zip(words, words[1:]) if a == "--models"]
+    return {m.strip() for m in (given[0] if given else ",".join(MODELS)).split(",") if m}
+
+
 def earlier_lines(path: Path, models: list[str]) -> dict[str, list[str]]:
     """From the section already in ``path``: the table rows and signature lines of the
-    models not run now, and (when any is kept) the earlier Command/Machine lines, so that
-    running the models in separate invocations builds up one table."""
+    models not run now, and (when any is kept) the earlier Command/Machine lines of runs
+    with a model not rerun now, so that separate invocations build up one table."""
     kept: dict[str, list[str]] = {"rows": [], "sigs": [], "runs": []}
     if not path.is_file():
         return kept
@@ -216,6 +224,7 @@ def earlier_lines(path: Path, models: list[str]) -> dict[str, list[str]]:
         return kept
     start = lines.index(HEADING) + 1
     end = next((i for i in range(start, len(lines)) if lines[i].startswith("## ")), len(lines))
+    stale = False
     for line in lines[start:end]:
         tag = re.search(r"`([A-Za-z0-9_-]+)`", line)
         other = tag is not None and tag.group(1) not in models
@@ -223,7 +232,11 @@ def earlier_lines(path: Path, models: list[str]) -> dict[str, list[str]]:
             kept["rows"].append(line)
         elif line.startswith("- `") and other:
             kept["sigs"].append(line)
-        elif line.startswith(("Command: ", "Machine: ")):
+        elif line.startswith("Command: "):  # dropped with its Machine line when every
+            stale = models_of_command(line) <= set(models)  # model it ran is rerun now
+            if not stale:
+                kept["runs"].append(line)
+        elif line.startswith("Machine: ") and not stale:
             kept["runs"].append(line)
     if not kept["rows"]:
         kept["runs"] = []

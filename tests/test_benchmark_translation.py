@@ -127,3 +127,28 @@ def test_en_de_row_is_judged_on_cased_bleu_and_de_en_rows_on_lowercase():
     assert _row("transformer", bleu_lc=41.9, bleu_cased=43.0).met is False
     table = bench.format_table([_row("transformer-en-de", 36.0, 35.1)])
     assert "en→de" in table and "| 35.8 | ≥ 35.0 | yes |" in table
+
+
+def test_a_rerun_models_old_command_line_is_dropped(tmp_path: Path) -> None:
+    assert bench.models_of_command("Command: `python benchmarks/translation.py`") == set(
+        bench.MODELS
+    )
+    line = "Command: `python benchmarks/translation.py --models cho,luong --minutes 30`"
+    assert bench.models_of_command(line) == {"cho", "luong"}
+    assert bench.models_of_command(line.replace("--models ", "--models=")) == {"cho", "luong"}
+    out = tmp_path / "results.md"
+    cho = "| Cho GRU (`cho`) | x |"
+    sections = [
+        bench.HEADING, "",
+        "Command: `python benchmarks/translation.py --models transformer --minutes 45`", "",
+        "Machine: old transformer run", "",
+        "Command: `python benchmarks/translation.py --models cho,transformer`", "",
+        "Machine: cho run", "", cho, "| Transformer (`transformer`) | y |",
+    ]  # fmt: skip
+    out.write_text("\n".join(sections) + "\n", encoding="utf-8")
+    kept = bench.earlier_lines(out, ["transformer"])
+    assert kept["rows"] == [cho]
+    assert kept["runs"] == [
+        "Command: `python benchmarks/translation.py --models cho,transformer`",
+        "Machine: cho run",
+    ]
