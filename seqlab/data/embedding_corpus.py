@@ -45,6 +45,7 @@ __all__ = [
     "SOURCES",
     "EmbeddingCorpus",
     "build_corpus",
+    "corpus_spelling",
     "planted_corpus",
     "read_embedding_sentences",
     "read_text_sentences",
@@ -71,6 +72,12 @@ def tokenize_words(text: str) -> list[str]:
     """
     words = _WORD.findall(text.lower().translate(_QUOTES))
     return [NUM if NUMBER_RE.fullmatch(w) else w for w in words]
+
+
+def corpus_spelling(token: str) -> str:
+    """How this corpus (and a vector file trained on it) spells ``token``: ``<num>`` for a
+    number such as ``1,000``, else lower case. ``corpus_spelling("Paris") == "paris"``."""
+    return NUM if NUMBER_RE.fullmatch(token) else token.lower()
 
 
 def _ptb_sentences(path: Path) -> list[list[str]]:

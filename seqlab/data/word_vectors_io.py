@@ -25,7 +25,7 @@ from pathlib import Path
 import torch
 from torch import Tensor, nn
 
-from seqlab.data.embedding_corpus import NUM, NUMBER_RE
+from seqlab.data.embedding_corpus import corpus_spelling
 from seqlab.data.readers import read_lines
 from seqlab.data.vocab import SPECIALS, Vocab
 from seqlab.errors import DataError
@@ -243,7 +243,7 @@ def init_embedding(
         n_regular += 1
         j = wv.index.get(t)
         if j is None and lowercase_fallback:
-            j = wv.index.get(NUM if NUMBER_RE.fullmatch(t) else t.lower())
+            j = wv.index.get(corpus_spelling(t))
         if j is not None:
             rows.append(i)
             sources.append(j)

@@ -43,7 +43,7 @@ from seqlab.data.conll import (
     locate_conll2003,
     read_conll,
 )
-from seqlab.data.embedding_corpus import NUM, NUMBER_RE
+from seqlab.data.embedding_corpus import corpus_spelling
 from seqlab.data.vocab import PAD_ID, SPECIALS, UNK_ID, Vocab
 from seqlab.errors import DataError, SeqlabError
 from seqlab.nn.masks import padding_mask
@@ -226,7 +226,7 @@ class TaggingTask(Task):
         vocabulary, failing that, the vector file's spelling (``<num>`` or lower case)."""
         i = self.words.token_to_id(self.normalise_word(token))
         if i == UNK_ID and self.cfg.embeddings_vocab == "extend":
-            i = self.words.token_to_id(NUM if NUMBER_RE.fullmatch(token) else token.lower())
+            i = self.words.token_to_id(corpus_spelling(token))
         return i
 
     def _extend_vocabulary(self, file_words: list[str]) -> None:

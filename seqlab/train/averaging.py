@@ -35,6 +35,7 @@ from seqlab.train.checkpoint import _dedupe, _write_atomically, read_checkpoint,
 __all__ = ["average_checkpoints", "last_checkpoints"]
 
 _RUN_STATE = ("optim.", "sched.", "scaler.", "rng.", "sampler.")  # not carried over
+_MODEL_SECTIONS = ("task", "model")  # what builds the model and its vocabularies
 
 
 def last_checkpoints(run_dir: str | Path, n: int) -> list[Path]:
@@ -58,11 +59,18 @@ def _model_keys(meta: dict[str, Any], tensors: dict[str, Tensor]) -> list[str]:
     return sorted(k for k in tensors if k.startswith("model.") and k not in aliases)
 
 
+def _section(meta: dict[str, Any], name: str) -> Any:
+    config = meta.get("config")
+    return config.get(name) if isinstance(config, dict) else None
+
+
 def average_checkpoints(paths: Sequence[str | Path], out: str | Path) -> Path:
     """θ̄ = mean of the model tensors of ``paths``, written atomically to ``out``.
 
-    All checkpoints must come from the same run config (the same model and vocabularies)
-    and hold the same tensors with the same shapes; the first difference is reported.
+    All checkpoints must come from the same ``task`` and ``model`` config (the same model
+    and vocabularies; ``train``/``schedule`` may differ, as after a resume with new
+    ``train.max_steps``) and hold the same tensors with the same shapes; the first
+    difference is reported. The newest checkpoint's config is the one written.
     """
     if not paths:
         raise CheckpointError("no checkpoints to average")
@@ -75,10 +83,11 @@ def average_checkpoints(paths: Sequence[str | Path], out: str | Path) -> Path:
     sums = {k: last[k].to(torch.float64) for k in keys if last[k].is_floating_point()}
     for path in paths[:-1]:
         meta, tensors = read_checkpoint(path)
-        if meta.get("config") != last_meta.get("config"):
+        differ = [k for k in _MODEL_SECTIONS if _section(meta, k) != _section(last_meta, k)]
+        if differ:
             raise CheckpointError(
-                f"{path} and {paths[-1]} were trained with different configs; only "
-                "checkpoints of one run (one model, one vocabulary) can be averaged"
+                f"{path} and {paths[-1]} have different '{differ[0]}' configs; only "
+                "checkpoints of one model (one architecture, one vocabulary) can be averaged"
             )
         other = _model_keys(meta, tensors)
         if other != keys:

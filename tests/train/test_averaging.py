@@ -68,8 +68,11 @@ def test_average_is_the_mean_and_keeps_ties(tmp_path):
 def test_refusals(tmp_path):
     _, a = _saved(tmp_path, 1, 1)
     _, b = _saved(tmp_path, 2, 2, config={"model": {"name": "other"}})
-    with pytest.raises(CheckpointError, match="different configs"):
+    with pytest.raises(CheckpointError, match="different 'model' configs"):
         average_checkpoints([a, b], tmp_path / "x")
+    # a resume with new train settings is still one model: its checkpoints average
+    _, c = _saved(tmp_path, 3, 3, config={"model": {"name": "tied"}, "train": {"max_steps": 9}})
+    load_checkpoint(average_checkpoints([a, c], tmp_path / "resumed"), model=Tied())
     with pytest.raises(CheckpointError, match="overwrite one of the averaged inputs"):
         average_checkpoints([a], a)
     with pytest.raises(CheckpointError, match="no checkpoints"):
@@ -79,7 +82,7 @@ def test_refusals(tmp_path):
     )
     with pytest.raises(CheckpointError, match="in only one of the checkpoints"):
         average_checkpoints([tmp_path / "lin", a], tmp_path / "x")
-    with pytest.raises(CheckpointError, match=r"last 5 checkpoints but there are 2"):
+    with pytest.raises(CheckpointError, match=r"last 5 checkpoints but there are 3"):
         last_checkpoints(tmp_path, 5)
     assert not (tmp_path / "x").exists()
 
