@@ -63,6 +63,7 @@ MODELS = (
     "transformer",
     "lstm-lm",
     "kim-cnn-sgns",
+    "nbsvm",
 )
 RECURRENT = ("lstm", "bilstm", "lstm-lm")
 LABELS = {
@@ -74,6 +75,7 @@ LABELS = {
     "transformer": "Transformer encoder (mean)",
     "lstm-lm": "LSTM from a seqlab LM (Dai & Le 2015)",
     "kim-cnn-sgns": "Kim CNN (seqlab SGNS vectors)",
+    "nbsvm": "NB-weighted uni+bigrams, linear (Wang & Manning 2012)",
 }
 # Issue 5/10's targets: Kim 2014 CNN-rand 76.1; the best seqlab model ≥ 80.0.
 TARGETS = {"kim-cnn": 76.1}

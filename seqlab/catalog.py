@@ -21,6 +21,7 @@ REGISTERING_MODULES: tuple[str, ...] = (
     "seqlab.tasks.translation",
     "seqlab.models.classifiers",
     "seqlab.models.kim_cnn",
+    "seqlab.models.nbsvm",
     "seqlab.models.transformer_classifier",
     "seqlab.tasks.classification",
     "seqlab.models.tagger",

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import logging
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -284,8 +285,15 @@ class ClassificationTask(Task):
         return coverage
 
     def init_model(self, model: nn.Module) -> None:
-        """At the start of a run with ``init_lm``: copy the LM's weights in."""
-        if not self._fresh or self.cfg.init_lm is None:
+        """At the start of a run: a model that learns statistics of the training split
+        (``fit_log_count_ratio``, the ``nbsvm`` model) gets them; with ``init_lm`` the
+        LM's weights are copied in."""
+        if not self._fresh:
+            return
+        fit = getattr(model, "fit_log_count_ratio", None)
+        if fit is not None:
+            fit(self._train_batches())
+        if self.cfg.init_lm is None:
             return
         from seqlab.api import load  # the api imports the tasks
         from seqlab.data.tokenizers import WordTokenizer
@@ -311,6 +319,13 @@ class ClassificationTask(Task):
             self.lm_transfer.total_cells,
             100 * self.lm_transfer.coverage,
         )
+
+    def _train_batches(self) -> Iterator[tuple[Tensor, Tensor, Tensor]]:
+        """The training split as (x, mask, y) batches of ``eval_batch_size``, in order."""
+        data, size = self.splits["train"], self.cfg.eval_batch_size
+        for start in range(0, len(data.ids), size):
+            b = self._batch(data.ids[start : start + size], data.y[start : start + size])
+            yield b.x, b.mask, b.y
 
     def train_lengths(self) -> np.ndarray:
         return np.array([len(s) for s in self.splits["train"].ids], dtype=np.int64)

@@ -9,6 +9,7 @@ import torch.nn.functional as F
 
 import seqlab.models.classifiers  # noqa: F401  (registers avg_embedding, rnn_classifier)
 import seqlab.models.kim_cnn  # noqa: F401
+import seqlab.models.nbsvm  # noqa: F401
 import seqlab.models.transformer_classifier  # noqa: F401
 from seqlab.config import from_dict, to_dict
 from seqlab.data.collate import pad_batch
@@ -24,6 +25,7 @@ SMALL = {
     "rnn_classifier": {"d_embed": 8, "hidden": 6, "dropout": 0.0},
     "kim_cnn": {"d_embed": 8, "widths": (2, 3), "n_maps": 4, "dropout": 0.0},
     "transformer_classifier": {"d_model": 8, "n_heads": 2, "d_ff": 16, "dropout": 0.0},
+    "nbsvm": {"buckets": 97},
 }
 
 VARIANTS = [
@@ -42,6 +44,8 @@ VARIANTS = [
     ("transformer_classifier", {}),
     ("transformer_classifier", {"pool": "cls", "norm_first": True}),
     ("transformer_classifier", {"positions": "learned"}),
+    ("nbsvm", {}),
+    ("nbsvm", {"ngram": 3}),
 ]
 IDS = [f"{n}-{'-'.join(f'{k}={v}' for k, v in kw.items()) or 'default'}" for n, kw in VARIANTS]
 
@@ -50,7 +54,12 @@ def build(name, seed=0, **kw):
     torch.manual_seed(seed)
     entry = MODELS.get(name)
     cfg = entry.config_cls(**{**SMALL[name], **kw})
-    return entry.target(cfg, vocab=V, n_classes=C, pad_id=0), cfg
+    model = entry.target(cfg, vocab=V, n_classes=C, pad_id=0)
+    if name == "nbsvm":  # W starts at 0 (every logit equal): random weights, so tests can fail
+        with torch.no_grad():
+            model.W.normal_()
+            model.r.uniform_(-2.0, 2.0)
+    return model, cfg
 
 
 def batch(lengths=(5, 1, 3, 7), seed=1):
@@ -120,6 +129,7 @@ def separable_set(n=48, seed=0):
         ("rnn_classifier", {"cell": "lstm", "bidirectional": True}),
         ("kim_cnn", {}),
         ("transformer_classifier", {}),
+        ("nbsvm", {}),
     ],
 )
 def test_learns_a_tiny_separable_set(name, kw):
