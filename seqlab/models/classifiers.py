@@ -37,6 +37,7 @@ __all__ = [
     "AvgEmbeddingClassifier",
     "AvgEmbeddingConfig",
     "bigram_ids",
+    "hash_extend",
     "EmbeddingInit",
     "RNNClassifier",
     "RNNClassifierConfig",
@@ -127,13 +128,22 @@ class AvgEmbeddingConfig:
 BIGRAM_PRIME = 1_000_003
 
 
+def hash_extend(h: Tensor, nxt: Tensor, buckets: int) -> Tensor:
+    """One step of the polynomial n-gram hash: (h·P + x_next) mod K, P = 1,000,003. From a
+    word id h = x⟨t⟩ it gives the bigram's id; from a bigram's id, the trigram's; …
+
+    Shapes: h, nxt (B, T') long -> (B, T') long
+    """
+    return (h * BIGRAM_PRIME + nxt) % buckets
+
+
 def bigram_ids(x: Tensor, buckets: int) -> Tensor:
     """Hashed ids of the word bigrams (x⟨t⟩, x⟨t+1⟩): (x⟨t⟩·P + x⟨t+1⟩) mod K, P = 1,000,003
     (fastText hashes n-grams into K buckets the same way; collisions share a vector).
 
     Shapes: x (B, T) long -> (B, T − 1) long
     """
-    return (x[:, :-1] * BIGRAM_PRIME + x[:, 1:]) % buckets  # (B, T−1)
+    return hash_extend(x[:, :-1], x[:, 1:], buckets)  # (B, T−1)
 
 
 @MODELS.register("avg_embedding", AvgEmbeddingConfig)

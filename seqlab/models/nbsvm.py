@@ -34,7 +34,7 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor, nn
 
-from seqlab.models.classifiers import BIGRAM_PRIME, EmbeddingInit
+from seqlab.models.classifiers import EmbeddingInit, hash_extend
 from seqlab.registry import MODELS
 
 __all__ = ["NBLinearClassifier", "NBLinearConfig", "binarize", "log_count_ratio", "ngram_ids"]
@@ -68,7 +68,7 @@ def ngram_ids(x: Tensor, mask: Tensor, n_max: int, vocab: int, buckets: int) -> 
     parts = [x.masked_fill(~mask, -1)]  # (B, T)
     h = x
     for n in range(2, n_max + 1):
-        h = (h[:, :-1] * BIGRAM_PRIME + x[:, n - 1 :]) % buckets  # (B, T − n + 1)
+        h = hash_extend(h[:, :-1], x[:, n - 1 :], buckets)  # (B, T − n + 1)
         real = mask[:, n - 1 :]  # the n-gram's last word is real (prefix mask)
         parts.append((h + vocab).masked_fill(~real, -1))
     return torch.cat(parts, 1)
@@ -137,9 +137,10 @@ class NBLinearClassifier(nn.Module):
     def fit_log_count_ratio(self, batches: Iterable[tuple[Tensor, Tensor, Tensor]]) -> None:
         """Set r from the training data: ``batches`` yields (x (B, T), mask (B, T), y (B,))."""
         counts = torch.zeros_like(self.r.T, dtype=torch.float64)  # (C, F)
+        device = counts.device
         for x, mask, y in batches:
-            f = self.features(x, mask)  # (B, F')
-            rows = y[:, None].expand_as(f)  # (B, F')
+            f = self.features(x.to(device), mask.to(device))  # (B, F')
+            rows = y.to(device)[:, None].expand_as(f)  # (B, F')
             keep = f >= 0
-            counts.index_put_((rows[keep], f[keep]), torch.ones(()).double(), accumulate=True)
+            counts.index_put_((rows[keep], f[keep]), counts.new_ones(()), accumulate=True)
         self.r.copy_(log_count_ratio(counts, self.cfg.alpha).T)
