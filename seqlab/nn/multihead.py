@@ -9,7 +9,9 @@ stored side by side as one ``nn.Linear(d_model, d_model)`` per role (``W_q``, ``
 ``W_v``), whose output is split into heads; ``W_o`` is W^O.
 
 Two paths compute the same function:
-  * fast (``need_weights=False``): ``torch.nn.functional.scaled_dot_product_attention``;
+  * fast (``need_weights=False``): ``torch.nn.functional.scaled_dot_product_attention``,
+    except for a single query position on CPU (a decoder step), where the readable
+    path's matmuls are faster than SDPA's kernel (docs/perf-notes.md §13);
   * readable (``need_weights=True``): ``scaled_dot`` from ``seqlab.nn.attention``,
     ``masked_softmax``, dropout, weighted sum; also returns the per-head weights.
 tests/nn/test_multihead.py proves they agree (values and gradients) and that both equal
@@ -22,6 +24,8 @@ Incremental decoding: ``project_kv`` projects keys/values once into a ``KVCache`
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 import torch
@@ -30,6 +34,21 @@ from torch import Tensor, nn
 
 from seqlab.nn.attention import scaled_dot
 from seqlab.nn.masks import masked_softmax
+
+# A single query row on CPU goes through the readable path's matmuls, not SDPA (see
+# ``MultiHeadAttention._fused``); ``always_sdpa()`` turns that off, for benchmarks and tests.
+_SINGLE_QUERY_MATMUL = True
+
+
+@contextlib.contextmanager
+def always_sdpa() -> Iterator[None]:
+    """Inside: every fast-path call uses SDPA, single query rows on CPU included."""
+    global _SINGLE_QUERY_MATMUL
+    saved, _SINGLE_QUERY_MATMUL = _SINGLE_QUERY_MATMUL, False
+    try:
+        yield
+    finally:
+        _SINGLE_QUERY_MATMUL = saved
 
 
 @dataclass
@@ -172,12 +191,32 @@ class MultiHeadAttention(nn.Module):
         kernel and their output set to zero afterwards: z = 0 and no gradient flows
         through them, exactly as with ``masked_softmax`` on the readable path.
         """
+        if q.shape[-2] == 1 and p == 0.0 and q.device.type == "cpu" and _SINGLE_QUERY_MATMUL:
+            return MultiHeadAttention._single_query(q, kv, mask)  # (B, H, 1, Dh)
         if mask is None:
             return F.scaled_dot_product_attention(q, kv.k, kv.v, dropout_p=p)  # (B, H, T, Dh)
         row_keep = mask.any(dim=-1, keepdim=True)  # (..., T, 1)  rows that see some key
         attn_mask = mask | ~row_keep  # (..., T, S)
         z = F.scaled_dot_product_attention(q, kv.k, kv.v, attn_mask=attn_mask, dropout_p=p)
         return z * row_keep  # (B, H, T, Dh)
+
+    @staticmethod
+    def _single_query(q: Tensor, kv: KVCache, mask: Tensor | None) -> Tensor:
+        """softmax(q kᵀ / √d_k) v for one query row, as the readable path, in float32 at least.
+
+        For a decoder step two small matmuls and a softmax beat SDPA's CPU kernel 4-5x in
+        bf16 and ~1.3x in fp32 (docs/perf-notes.md §13). Scores, softmax and the weighted
+        sum run in float32 (outside autocast), as SDPA accumulates, then z is cast back to
+        q's dtype: bf16 scores would be ~5x less accurate.
+
+        Shapes: q (B, H, 1, Dh), kv (B, H, S, Dh), mask broadcastable to (B, H, 1, S)
+                -> (B, H, 1, Dh) in q's dtype
+        """
+        dtype = torch.promote_types(q.dtype, torch.float32)
+        with torch.autocast(q.device.type, enabled=False):
+            k, v = kv.k.to(dtype), kv.v.to(dtype)
+            alpha = MultiHeadAttention._readable(q.to(dtype), KVCache(k, v), mask)  # (B, H, 1, S)
+            return (alpha @ v).to(q.dtype)  # (B, H, 1, Dh)
 
     @staticmethod
     def _check_mask(mask: Tensor | None, scores_shape: tuple[int, int, int, int]) -> None:

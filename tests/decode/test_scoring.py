@@ -77,5 +77,11 @@ def test_step_log_probs_and_forbid_eos():
     log_p = step_log_probs(logits)
     assert log_p.dtype == torch.float32  # never normalised in bf16
     torch.testing.assert_close(log_p.exp().sum(-1), torch.ones(1), atol=1e-6, rtol=0)
+    before = log_p.clone()
     out = forbid_eos(log_p, 0)
-    assert out[0, 0] == -math.inf and torch.equal(out[0, 1:], log_p[0, 1:])  # no renormalising
+    assert out is log_p  # in place: one column written, no vocabulary-wide copy
+    assert out[0, 0] == -math.inf and torch.equal(out[0, 1:], before[0, 1:])  # no renormalising
+    beams = torch.randn(2, 3, 5)  # (B, K, V): the EOS column of every row, nothing else
+    expected = beams.clone()
+    expected[..., 4] = -math.inf
+    assert torch.equal(forbid_eos(beams, 4), expected)

@@ -8,7 +8,7 @@ from torch import nn
 from torch.func import functional_call
 
 from seqlab.nn.masks import attention_mask, causal_mask, padding_mask
-from seqlab.nn.multihead import KVCache, MultiHeadAttention
+from seqlab.nn.multihead import KVCache, MultiHeadAttention, always_sdpa
 
 F64 = dict(atol=1e-10, rtol=0)  # float64 comparisons
 
@@ -150,6 +150,68 @@ def test_fast_equals_readable_with_fully_masked_rows(dtype, tol):
     torch.testing.assert_close(outs[0], outs[1], **tol)
     for a, b in zip(*grads):
         torch.testing.assert_close(a, b, **tol)
+
+
+# --- one query row (a decoder step): matmul path == SDPA ----------------------------------
+
+
+def _single_query_case(dtype):
+    torch.manual_seed(3)
+    B, S, D, H = 4, 7, 16, 4
+    mha = MultiHeadAttention(D, H).to(dtype).eval()
+    q = 3 * torch.randn(B, 1, D, dtype=dtype)  # large scores: softmax far from uniform
+    kv = mha.project_kv(*(3 * torch.randn(B, S, D, dtype=dtype) for _ in range(2)))
+    mask = padding_mask(torch.tensor([7, 3, 1, 0]), max_len=S)[:, None, None, :]  # row 3: none
+    return mha, q, kv, mask
+
+
+@pytest.mark.parametrize(
+    ("dtype", "tol"), [(torch.float64, F64), (torch.float32, dict(atol=1e-6, rtol=0))]
+)
+def test_single_query_path_equals_sdpa(dtype, tol):
+    mha, q, kv, mask = _single_query_case(dtype)
+    with torch.no_grad():
+        for m in (mask, None):
+            out, _ = mha.attend(q, kv, m)  # (B, 1, D) through _single_query
+            with always_sdpa():
+                ref, _ = mha.attend(q, kv, m)
+            torch.testing.assert_close(out, ref, **tol)
+        # The fully masked row gives z = 0: W_o's bias, on both paths.
+        torch.testing.assert_close(out[3, 0], ref[3, 0], **tol)
+    torch.testing.assert_close(mha.attend(q, kv, mask)[0][3, 0], mha.W_o.bias.detach(), **tol)
+
+
+def test_single_query_path_under_bf16_autocast_is_as_accurate_as_sdpa():
+    """Scores and softmax in float32, not bf16: the error against float64 stays SDPA's.
+
+    With bf16 scores (rounded to 8 bits before the softmax) the error here is ~8x SDPA's.
+    """
+    torch.manual_seed(3)
+    B, S, D, H = 64, 30, 64, 4
+    mha = MultiHeadAttention(D, H).eval()
+    with torch.no_grad():
+        kv = mha.project_kv(*(6 * torch.randn(B, S, D) for _ in range(2)))
+        kv = KVCache(kv.k.bfloat16(), kv.v.bfloat16())  # as autocast's projections give them
+        h = mha._split_heads(mha.W_q(6 * torch.randn(B, 1, D))).bfloat16()  # (B, H, 1, Dh)
+        kv64 = KVCache(kv.k.double(), kv.v.double())
+        exact = MultiHeadAttention._readable(h.double(), kv64, None) @ kv64.v  # (B, H, 1, Dh)
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            fast = MultiHeadAttention._fused(h, kv, None, 0.0)
+            with always_sdpa():
+                sdpa = MultiHeadAttention._fused(h, kv, None, 0.0)
+    assert fast.dtype == sdpa.dtype == torch.bfloat16
+    err_fast = (fast.double() - exact).abs().max().item()
+    err_sdpa = (sdpa.double() - exact).abs().max().item()
+    assert err_fast <= 2 * err_sdpa, (err_fast, err_sdpa)
+
+
+def test_single_query_path_is_not_taken_in_training_with_dropout():
+    mha, q, kv, mask = _single_query_case(torch.float32)
+    mha.dropout = 0.5
+    mha.train()
+    torch.manual_seed(0)
+    outs = {mha.attend(q, kv, mask)[0].sum().item() for _ in range(3)}
+    assert len(outs) > 1  # dropout on the weights is applied (SDPA's dropout_p)
 
 
 def test_dropout_eval_equal_and_train_unbiased():
