@@ -144,7 +144,7 @@ class Recurrent(nn.Module):
                 x,
                 lengths,
                 state0,
-                self.flat_weights(),
+                self._kernel_weights(x),
                 self.bias,
                 self.num_layers,
                 self.bidirectional,
@@ -232,6 +232,24 @@ class Recurrent(nn.Module):
     def flat_weights(self) -> list[Tensor]:
         """torch's flat weight list assembled from the cells (differentiable)."""
         return flat_weights_of(list(self.cells))
+
+    def _kernel_weights(self, x: Tensor) -> list[Tensor]:
+        """``flat_weights()`` with the weight matrices cast once to autocast's dtype when
+        autocast is on (biases stay fp32, as autocast's ops take them).
+
+        The assembled weights are not leaf tensors, so autocast's weight cache skips them:
+        torch's GRU and tanh/ReLU RNN kernels on CPU run one ``linear`` per time step, and
+        each cast the fp32 weights again (the bf16 GRU step was ~11 % slower than nn.GRU's
+        for it; docs/perf-notes.md §14). Casting once is the same cast, so the forward is
+        bit-identical; the weight gradient is then summed over the time steps in bf16
+        before its cast back, as nn.GRU's cached cast does.
+        """
+        weights = self.flat_weights()
+        device = x.device.type
+        if torch.is_autocast_enabled(device):
+            dtype = torch.get_autocast_dtype(device)
+            weights = [w.to(dtype) if w.dim() == 2 else w for w in weights]
+        return weights
 
     def _torch_names(self, layer: int, direction: int) -> list[str]:
         suffix = f"_l{layer}" + ("_reverse" if direction == 1 else "")

@@ -247,3 +247,38 @@ def test_recurrent_readable_gradcheck(kind):
         return out, *states(final)
 
     assert gradcheck(f, (x, h0, c0, *params), eps=1e-6, atol=1e-8, rtol=1e-6)
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_autocast_weights_cast_once(kind):
+    """Under bf16 autocast the fused path casts the assembled weight matrices once itself
+    (``_kernel_weights``), as autocast's cache does for nn.GRU's leaf weights: outputs and
+    states are bit-identical to letting autocast cast them at every time step inside the
+    kernel; the gradients agree to bf16 precision (with one cast, the weight gradient is
+    summed over the time steps in bf16, as nn.GRU's is; docs/perf-notes.md §14)."""
+    torch.manual_seed(0)
+    m = make(kind, num_layers=2, bidirectional=True)
+    x = torch.randn(B, T, D)
+    lengths = torch.tensor(LENGTHS)
+    results = []
+    for precast in (True, False):
+        m.zero_grad()
+        xi = x.clone().requires_grad_()
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            weights = m._kernel_weights(xi)
+            assert [w.dtype for w in weights] == [
+                torch.bfloat16 if w.dim() == 2 else torch.float32 for w in weights
+            ]
+            if not precast:
+                m._kernel_weights = lambda _x: m.flat_weights()  # autocast casts inside
+            out, s = m(xi, lengths)
+            if not precast:
+                del m._kernel_weights
+        (out.float().square().sum() + sum(t.float().sum() for t in states(s))).backward()
+        results.append(([out, *states(s)], [xi.grad, *[p.grad.clone() for p in m.parameters()]]))
+    for a, b in zip(results[0][0], results[1][0]):
+        assert a.dtype == b.dtype and torch.equal(a, b)
+    for a, b in zip(results[0][1], results[1][1]):
+        torch.testing.assert_close(a, b, atol=2e-2 * b.abs().max().item(), rtol=0)
+    with torch.no_grad():  # outside autocast: the fp32 weights, uncast
+        assert all(w.dtype == torch.float32 for w in m._kernel_weights(x))
