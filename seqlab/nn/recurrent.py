@@ -235,7 +235,7 @@ class Recurrent(nn.Module):
 
     def _kernel_weights(self, x: Tensor) -> list[Tensor]:
         """``flat_weights()`` with the weight matrices cast once to autocast's dtype when
-        autocast is on (biases stay fp32, as autocast's ops take them).
+        CPU autocast is on (biases stay fp32, as autocast's ops take them; CUDA unchanged).
 
         The assembled weights are not leaf tensors, so autocast's weight cache skips them:
         torch's GRU and tanh/ReLU RNN kernels on CPU run one ``linear`` per time step, and
@@ -245,9 +245,8 @@ class Recurrent(nn.Module):
         before its cast back, as nn.GRU's cached cast does.
         """
         weights = self.flat_weights()
-        device = x.device.type
-        if torch.is_autocast_enabled(device):
-            dtype = torch.get_autocast_dtype(device)
+        if x.device.type == "cpu" and torch.is_autocast_enabled("cpu"):  # measured on CPU only
+            dtype = torch.get_autocast_dtype("cpu")
             weights = [w.to(dtype) if w.dim() == 2 else w for w in weights]
         return weights
 
