@@ -89,6 +89,7 @@ TARGETS: dict[str, tuple[str, str, float | None, str]] = {
     "shakespeare-char-nanogpt": ("valid", "loss", 1.55, "nanoGPT CPU, 2,000 iters: 1.88"),
     "shakespeare-char-lstm": ("valid", "loss", 1.60, "—"),
     "ptb-lstm": ("test", "ppl", 90.0, "Zaremba small 114.5, medium 82.7"),
+    "ptb-lstm-large": ("test", "ppl", 80.0, "Zaremba medium 82.7; pytorch/examples 650 tied 75.96"),
     "ptb-gru": ("test", "ppl", None, "—"),
     "ptb-rnn": ("test", "ppl", None, "Mikolov RNN 124.7"),
     "ptb-transformer": ("test", "ppl", None, "—"),
