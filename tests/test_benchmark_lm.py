@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import pytest
+import torch
 
 from benchmarks.lm import (
     HEADING,
     Row,
     earlier_parts,
+    load_preset,
     presets_of_command,
     render_section,
     resumable,
@@ -74,3 +76,21 @@ def test_resume_takes_only_a_checkpointed_run_of_the_same_config(tmp_path):
         resumable(run_dir, preset, [*texts, "model.d_model=32"])
     with pytest.raises(SystemExit, match=r"train\.optim\.lr is 0\.003 there but 0\.01"):
         resumable(run_dir, preset, [*texts, "train.optim.lr=0.01"])  # a nested field
+
+
+def test_the_nanogpt_preset_is_nanogpts_cpu_model_trained_with_muon():
+    """The 3-minute preset: nanoGPT's CPU model (4 × 128, context 64, dropout 0) with
+    batches of 32 × 64, Muon at 8e-3 and validation only at the end (docs/lm.md §4); it
+    resolves, and its optimizer is the Muon + AdamW pair."""
+    from seqlab.run_config import resolve_run
+    from seqlab.train.muon import MuonAdamW
+    from seqlab.train.optim import build_optimizer
+
+    data = load_preset("shakespeare-char-nanogpt")
+    m, t = data["model"], data["train"]
+    assert (m["layers"], m["d_model"], m["context"], m["dropout"]) == (4, 128, 64, 0.0)
+    assert (data["task"]["batch_size"], data["task"]["bptt"]) == (32, 64)
+    assert (t["optim"]["name"], t["optim"]["lr"], t["valid_every"]) == ("muon", 8e-3, 100000)
+    run = resolve_run(data, [])
+    model = torch.nn.Sequential(torch.nn.Embedding(5, 4), torch.nn.Linear(4, 4))
+    assert isinstance(build_optimizer(model, run.train.optim), MuonAdamW)

@@ -12,6 +12,9 @@
     m ← β₁m + (1 − β₁)g;  v ← β₂v + (1 − β₂)g²;  θ ← θ − η m̂ / (√v̂ + ε)
 ``adamw`` (``AdamW``, Loshchilov & Hutter 2019, decoupled weight decay):
     Adam on g alone, then θ ← θ − ηλθ
+``muon`` (Jordan et al. 2024; ``seqlab.train.muon``): every ``nn.Linear`` weight W (A × B)
+    M ← μM + g;  W ← W − ηλW − η·0.2·√max(A, B)·NS₅(g + μM)   (NS₅ ≈ orthogonalisation)
+    and ``adamw`` on the other parameters (embeddings, output projection, norms, biases)
 
 with g = ∇θ L and λ = weight_decay.
 
@@ -41,8 +44,9 @@ import torch
 from torch import Tensor, nn
 
 from seqlab.config import ConfigError
+from seqlab.train.muon import MuonAdamW, muon_parameters
 
-OptimName = Literal["sgd", "momentum", "adagrad", "rmsprop", "adam", "adamw"]
+OptimName = Literal["sgd", "momentum", "adagrad", "rmsprop", "adam", "adamw", "muon"]
 
 _NO_DECAY_MODULES: tuple[type[nn.Module], ...] = (
     nn.Embedding,
@@ -60,8 +64,8 @@ class OptimConfig:
     """Optimizer choice and hyper-parameters (symbols as in the table above).
 
     ``lr`` η; ``momentum`` μ (``momentum`` only); ``alpha`` α (RMSprop's smoothing);
-    ``betas`` (β₁, β₂) and ``eps`` ε (Adam/AdamW; ε also for Adagrad/RMSprop);
-    ``weight_decay`` λ.
+    ``betas`` (β₁, β₂) and ``eps`` ε (Adam/AdamW/Muon's AdamW part; ε also for
+    Adagrad/RMSprop); ``weight_decay`` λ; ``muon_momentum`` Muon's μ.
     """
 
     name: OptimName = "adam"
@@ -72,6 +76,7 @@ class OptimConfig:
     eps: float = 1e-8
     weight_decay: float = 0.0
     decay_exclude_norm_bias: bool = True
+    muon_momentum: float = 0.95
 
     def __post_init__(self) -> None:
         if not self.lr >= 0.0:
@@ -86,6 +91,8 @@ class OptimConfig:
             raise ConfigError(f"optim.eps must be > 0, got {self.eps}")
         if not self.weight_decay >= 0.0:
             raise ConfigError(f"optim.weight_decay must be >= 0, got {self.weight_decay}")
+        if not 0.0 <= self.muon_momentum < 1.0:
+            raise ConfigError(f"optim.muon_momentum must be in [0, 1), got {self.muon_momentum}")
 
 
 def param_groups(
@@ -137,6 +144,8 @@ def build_optimizer(
     cfg: OptimConfig,
 ) -> torch.optim.Optimizer:
     """The optimizer ``cfg.name`` over the model's trainable parameters (see module doc)."""
+    if cfg.name == "muon":
+        return _build_muon(params_or_model, cfg)
     groups = param_groups(params_or_model, cfg.weight_decay, cfg.decay_exclude_norm_bias)
     lr, wd = cfg.lr, cfg.weight_decay
     if cfg.name == "sgd":
@@ -152,6 +161,35 @@ def build_optimizer(
         fused = _fused_adam_ok(groups)
         return cls(groups, lr=lr, betas=cfg.betas, eps=cfg.eps, weight_decay=wd, fused=fused)
     raise ConfigError(f"unknown optimizer {cfg.name!r}; choose one of {get_args(OptimName)}")
+
+
+def _build_muon(params_or_model: Any, cfg: OptimConfig) -> torch.optim.Optimizer:
+    """Muon over the model's ``nn.Linear`` weights, AdamW (with the usual decay groups)
+    over the rest; needs the model, since which tensors are Linear weights is a module fact."""
+    if not isinstance(params_or_model, nn.Module):
+        raise ConfigError("optim.name=muon needs the model (it puts nn.Linear weights on Muon)")
+    model = params_or_model
+    muon = muon_parameters(model)
+    if not muon:
+        raise ConfigError(
+            "optim.name=muon: the model has no nn.Linear weight (both dimensions > 1) for "
+            "Muon; use optim.name=adamw"
+        )
+    on_muon = {id(p) for p in muon}
+    rest = param_groups(model, cfg.weight_decay, cfg.decay_exclude_norm_bias)
+    for g in rest:
+        g["params"] = [p for p in g["params"] if id(p) not in on_muon]
+    rest = [g for g in rest if g["params"]]
+    return MuonAdamW(
+        [{"name": "muon", "params": muon}],
+        rest,
+        lr=cfg.lr,
+        weight_decay=cfg.weight_decay,
+        momentum=cfg.muon_momentum,
+        betas=cfg.betas,
+        eps=cfg.eps,
+        fused=_fused_adam_ok(rest) if rest else None,
+    )
 
 
 def _fused_adam_ok(groups: list[dict[str, Any]]) -> bool:
