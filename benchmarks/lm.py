@@ -195,10 +195,13 @@ def resumable(run_dir: Path, preset: dict[str, Any], overrides: list[str]) -> bo
 
     A run dir with no checkpoint is trained afresh; one whose stored config differs from
     the command's is an error naming the first differing field, never silently replaced.
+    A field the stored config lacks (added to seqlab later) counts as its default.
     """
     if not any((run_dir / "checkpoints").glob("step-*")):
         return False
-    stored = load_yaml(run_dir / "config.yaml")
+    # Resolved again, so that a field added to seqlab since the run was saved takes its
+    # default on both sides instead of reading as a difference.
+    stored = resolve_run(load_yaml(run_dir / "config.yaml"), []).to_dict()
     wanted = resolve_run(preset, overrides).to_dict()  # plain: tuples are lists, as stored
     found = first_difference(stored, wanted)
     if found is not None:

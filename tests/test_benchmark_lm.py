@@ -76,6 +76,16 @@ def test_resume_takes_only_a_checkpointed_run_of_the_same_config(tmp_path):
         resumable(run_dir, preset, [*texts, "model.d_model=32"])
     with pytest.raises(SystemExit, match=r"train\.optim\.lr is 0\.003 there but 0\.01"):
         resumable(run_dir, preset, [*texts, "train.optim.lr=0.01"])  # a nested field
+    # A run saved before a field existed (here optim.muon_momentum, added later): the
+    # missing field is its default, not a difference.
+    import yaml
+
+    stored = yaml.safe_load((run_dir / "config.yaml").read_text())
+    del stored["train"]["optim"]["muon_momentum"]
+    (run_dir / "config.yaml").write_text(yaml.safe_dump(stored))
+    assert resumable(run_dir, preset, texts) is True
+    with pytest.raises(SystemExit, match=r"muon_momentum is 0\.95 there but 0\.9"):
+        resumable(run_dir, preset, [*texts, "train.optim.muon_momentum=0.9"])
 
 
 def test_the_nanogpt_preset_is_nanogpts_cpu_model_trained_with_muon():
