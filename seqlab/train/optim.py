@@ -13,7 +13,8 @@
 ``adamw`` (``AdamW``, Loshchilov & Hutter 2019, decoupled weight decay):
     Adam on g alone, then θ ← θ − ηλθ
 ``muon`` (Jordan et al. 2024; ``seqlab.train.muon``): every ``nn.Linear`` weight W (A × B)
-    M ← μM + g;  W ← W − ηλW − η·0.2·√max(A, B)·NS₅(g + μM)   (NS₅ ≈ orthogonalisation)
+    M ← μM + g;  W ← W − ηλW − η·0.2·√max(A, B)·NS₅(g + μM)   (NS₅ ≈ orthogonalisation;
+    PyTorch keeps M as an EMA, (1 − μ)× this M: the same update, NS₅ normalises first)
     and ``adamw`` on the other parameters (embeddings, output projection, norms, biases)
 
 with g = ∇θ L and λ = weight_decay.
