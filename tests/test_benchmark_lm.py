@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 import torch
+import yaml
 
 from benchmarks.lm import (
     HEADING,
@@ -15,6 +16,9 @@ from benchmarks.lm import (
     resumable,
 )
 from seqlab import api
+from seqlab.run_config import resolve_run
+from seqlab.train.muon import MuonAdamW
+from seqlab.train.optim import build_optimizer
 from tests.train.tiny import tiny
 
 
@@ -78,8 +82,6 @@ def test_resume_takes_only_a_checkpointed_run_of_the_same_config(tmp_path):
         resumable(run_dir, preset, [*texts, "train.optim.lr=0.01"])  # a nested field
     # A run saved before a field existed (here optim.muon_momentum, added later): the
     # missing field is its default, not a difference.
-    import yaml
-
     stored = yaml.safe_load((run_dir / "config.yaml").read_text())
     del stored["train"]["optim"]["muon_momentum"]
     (run_dir / "config.yaml").write_text(yaml.safe_dump(stored))
@@ -92,10 +94,6 @@ def test_the_nanogpt_preset_is_nanogpts_cpu_model_trained_with_muon():
     """The 3-minute preset: nanoGPT's CPU model (4 × 128, context 64, dropout 0) with
     batches of 32 × 64, Muon at 8e-3 and validation only at the end (docs/lm.md §4); it
     resolves, and its optimizer is the Muon + AdamW pair."""
-    from seqlab.run_config import resolve_run
-    from seqlab.train.muon import MuonAdamW
-    from seqlab.train.optim import build_optimizer
-
     data = load_preset("shakespeare-char-nanogpt")
     m, t = data["model"], data["train"]
     assert (m["layers"], m["d_model"], m["context"], m["dropout"]) == (4, 128, 64, 0.0)

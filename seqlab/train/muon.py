@@ -71,10 +71,7 @@ class BatchedMuon(torch.optim.Muon):
 
     @torch.no_grad()
     def step(self, closure: Callable[[], float] | None = None) -> float | None:  # type: ignore[override]
-        loss = None
-        if closure is not None:
-            with torch.enable_grad():
-                loss = closure()
+        loss = _closure_loss(closure)
         for group in self.param_groups:
             params = [p for p in group["params"] if p.grad is not None]
             if not params:
@@ -104,6 +101,14 @@ class BatchedMuon(torch.optim.Muon):
                     p.mul_(1 - lr * wd)
                     p.add_(o, alpha=-scale)
         return loss
+
+
+def _closure_loss(closure: Callable[[], float] | None) -> float | None:
+    """The loss of ``closure`` evaluated with gradients on (``Optimizer.step``'s contract)."""
+    if closure is None:
+        return None
+    with torch.enable_grad():
+        return closure()
 
 
 def _adjusted_lr(lr: float, adjust_lr_fn: str | None, shape: torch.Size) -> float:
@@ -190,10 +195,7 @@ class MuonAdamW(torch.optim.Optimizer):
 
     @torch.no_grad()
     def step(self, closure: Callable[[], float] | None = None) -> float | None:  # type: ignore[override]
-        loss = None
-        if closure is not None:
-            with torch.enable_grad():
-                loss = closure()
+        loss = _closure_loss(closure)
         self.muon.step()
         if self.adamw is not None:
             self.adamw.step()
