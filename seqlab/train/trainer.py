@@ -224,12 +224,16 @@ class Trainer:
     def fit(self) -> dict[str, Any]:
         """Train to ``max_steps`` (or ``max_epochs``, or early stop); return a summary dict:
         step, epoch, stopped, elapsed, valid (last validation metrics), best, run_dir."""
+        clean = False
         try:
             with self.dist.guard("a training step"):
-                return self._fit()
+                summary = self._fit()
+            clean = True
+            return summary
         finally:
             self.progress.close()
-            self.dist.shutdown()
+            self.ddp_model = self.model  # drop DDP's hold on the process group before it goes
+            self.dist.shutdown(clean=clean)
 
     def _fit(self) -> dict[str, Any]:
         t = self.cfg.train
