@@ -43,11 +43,13 @@ import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import torch
 
 from seqlab import api
 from seqlab.data.mr import ContrastItem, read_contrast_set
+from seqlab.eval.ensemble import fit_log_linear_pool, mean_probability
 from seqlab.inspect.figures import write_json
 from seqlab.inspect.measure import overrides_for as model_overrides
 from seqlab.train.fingerprint import cpu_model
@@ -96,7 +98,9 @@ class Result:
     wall_minutes: float = 0.0
     command: str = ""
     pretrain: str = ""  # lstm-lm: how its language model was made
-    members: list[str] = field(default_factory=list)  # ensemble: the models averaged
+    members: list[str] = field(default_factory=list)  # ensemble: the models combined
+    pool: str = ""  # ensemble: "mean" (of probabilities) or "stacked" (seqlab.eval.ensemble)
+    weights: list[list[float]] = field(default_factory=list)  # stacked: w per fold
 
     @property
     def mean(self) -> float:
@@ -154,6 +158,11 @@ def run_fold(
     result.contrast_right = [a + b for a, b in zip(result.contrast_right, right)]
 
 
+def _member_log_probs(loaded: Any, split: str) -> tuple[torch.Tensor, torch.Tensor]:
+    logits, y = loaded.task.split_logits(loaded.model, split)  # (N, C), (N,)
+    return logits.double().log_softmax(-1), y
+
+
 def ensemble(
     members: list[str],
     folds: int,
@@ -162,33 +171,45 @@ def ensemble(
     contrast: list[ContrastItem],
     earlier: dict[str, Result],
     command: str,
+    pool: str = "mean",
 ) -> Result:
-    """Average the class probabilities of the members' fold-k models (saved by earlier
-    runs in ``runs_dir``) on fold k's test part and on the contrast set; no training.
-    Minutes and updates per fold are the members' sums (from their results)."""
-    result = Result("ensemble", command=command, members=list(members))
+    """Combine the members' fold-k models (saved by earlier runs in ``runs_dir``) on fold
+    k's test part and on the contrast set; no training. ``pool``: ``mean`` averages the
+    class probabilities; ``stacked`` fits the log-linear pool of seqlab.eval.ensemble on
+    fold k's validation split (which the members early-stopped on, never the test fold)
+    and applies it. Minutes and updates per fold are the members' sums (their results)."""
+    name = "ensemble" if pool == "mean" else "stacked"
+    result = Result(name, command=command, members=list(members), pool=pool)
     result.contrast_right = [0] * len(contrast)
     for fold in range(folds):
-        total, gold, labels, contrast_p = None, None, None, None
+        test, valid, contrast_lp, gold, labels = [], [], [], None, None
         for m in members:
             run_dir = runs_dir / f"bench-mr-{m}" / f"fold-{fold}"
             loaded = api.load(run_dir, data_dir=data_dir)
-            logits, y = loaded.task.split_logits(loaded.model, "test")  # (N, C), (N,)
+            lp, y = _member_log_probs(loaded, "test")
             if gold is None:
-                gold, labels, total = y, loaded.task.labels, logits.softmax(-1)
+                gold, labels = y, loaded.task.labels
             elif not torch.equal(gold, y) or loaded.task.labels != labels:
                 raise SystemExit(f"{run_dir}: not the same test fold as {members[0]}'s")
-            else:
-                total = total + logits.softmax(-1)
+            test.append(lp)
+            if pool == "stacked":
+                valid.append(_member_log_probs(loaded, "valid"))
             if fold == 0:
                 result.params += sum(p.numel() for p in loaded.model.parameters())
             if contrast:
                 preds = loaded.predict([c.text for c in contrast])
                 p = torch.tensor([[d["probs"][lab] for lab in labels] for d in preds])
-                contrast_p = p if contrast_p is None else contrast_p + p
+                contrast_lp.append(p.double().clamp_min(1e-300).log())
+        if pool == "stacked":
+            fitted = fit_log_linear_pool(torch.stack([v for v, _ in valid]), valid[0][1])
+            result.weights.append([round(float(w), 4) for w in fitted.weights])
+            combine = fitted.logits
+        else:
+            combine = mean_probability
+        total = combine(torch.stack(test))  # (N, C)
         result.accuracy.append(100.0 * float((total.argmax(-1) == gold).float().mean()))
-        if contrast_p is not None:
-            hyp = [labels[i] for i in contrast_p.argmax(-1).tolist()]
+        if contrast_lp:
+            hyp = [labels[i] for i in combine(torch.stack(contrast_lp)).argmax(-1).tolist()]
             right = [int(h == c.label) for h, c in zip(hyp, contrast)]
             result.contrast_right = [a + b for a, b in zip(result.contrast_right, right)]
         found = [earlier[m] for m in members if m in earlier and len(earlier[m].minutes) > fold]
@@ -202,7 +223,8 @@ def ensemble(
 
 def label_of(r: Result) -> str:
     if r.members:
-        return "ensemble, mean probability of " + " + ".join(f"`{m}`" for m in r.members)
+        how = "stacked log-linear pool" if r.pool == "stacked" else "mean probability"
+        return f"ensemble, {how} of " + " + ".join(f"`{m}`" for m in r.members)
     return LABELS.get(r.model, r.model)
 
 
@@ -281,6 +303,19 @@ def earlier_results(
     return kept
 
 
+def pool_weights_line(r: Result) -> str:
+    """The stacked pool's weights w_m, mean and range over the folds."""
+    cols = list(zip(*r.weights))
+    each = ", ".join(
+        f"`{m}` {statistics.fmean(c):.2f} ({min(c):.2f} – {max(c):.2f})"
+        for m, c in zip(r.members, cols)
+    )
+    return (
+        "s_c = Σ_m w_m log p_m(c) + b_c (seqlab.eval.ensemble), fitted per fold on its "
+        f"validation split (λ = 0.01); w, mean (min – max) over the folds: {each}."
+    )
+
+
 def render_section(
     results: list[Result], contrast: list[ContrastItem], command: str, args: argparse.Namespace
 ) -> str:
@@ -300,7 +335,7 @@ def render_section(
             "(`train.max_minutes`; early stopping on validation accuracy may end a fold "
             f"sooner); {total:.1f} min in all, evaluation included. "
             if args.models
-            else f"This command trains nothing (it averages saved fold runs: {total:.1f} min). "
+            else f"This command trains nothing (it combines saved fold runs: {total:.1f} min). "
         )
         + "Rows of earlier commands are kept from `docs/figures/sentiment-mr.json`.",
         "",
@@ -321,6 +356,7 @@ def render_section(
         "",
     ]
     parts += [f"`{r.model}`: {r.pretrain}\n" for r in results if r.pretrain]
+    parts += [f"`{r.model}`: {pool_weights_line(r)}\n" for r in results if r.weights]
     if contrast:
         parts += [
             f"Contrast set (`{args.contrast}`, {len(contrast)} sentences written for seqlab): "
@@ -373,7 +409,13 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     p.add_argument(
         "--ensemble",
         default="",
-        help="comma-separated models whose saved fold runs (--runs-dir) to average, no training",
+        help="comma-separated models whose saved fold runs (--runs-dir) to combine, no training",
+    )
+    p.add_argument(
+        "--ensemble-pool",
+        choices=("mean", "stacked"),
+        default="mean",
+        help="mean of probabilities, or the log-linear pool fitted on each fold's valid split",
     )
     p.add_argument("overrides", nargs="*", help="key=value for every model; MODEL:key=value")
     args = p.parse_args(argv)
@@ -478,7 +520,8 @@ def main(argv: list[str] | None = None) -> list[Result]:
         results.append(result)
     out = Path(args.out)
     sidecar_path = out.parent / "figures" / "sentiment-mr.json"
-    now = args.models + (["ensemble"] if args.ensemble else [])
+    pooled = "ensemble" if args.ensemble_pool == "mean" else "stacked"
+    now = args.models + ([pooled] if args.ensemble else [])
     earlier = earlier_results(sidecar_path, now, args.n_folds, contrast)
     if args.ensemble:
         known = {r.model: r for r in earlier + results}
@@ -491,9 +534,10 @@ def main(argv: list[str] | None = None) -> list[Result]:
             contrast,
             known,
             command,
+            args.ensemble_pool,
         )
         result.wall_minutes = (time.perf_counter() - t0) / 60.0
-        print(f"[ensemble] {result.mean:.1f} ± {result.std:.1f} % over {result.folds} folds")
+        print(f"[{pooled}] {result.mean:.1f} ± {result.std:.1f} % over {result.folds} folds")
         results.append(result)
     order = {m: i for i, m in enumerate(MODELS)}
     results = sorted(earlier + results, key=lambda r: order.get(r.model, len(order)))

@@ -94,16 +94,22 @@ def _train_fold(runs, data_dir, name, fold, seed):
     )
 
 
-def test_the_ensemble_averages_the_fold_models_probabilities(tmp_path):
-    import torch
-
-    from seqlab import api
-
+def _two_members(tmp_path):
+    """Members "a" and "b", folds 0 and 1 of a 3-fold split, with their earlier results."""
     data_dir, runs = _mr_folder(tmp_path), tmp_path / "runs"
     for fold in range(2):
         _train_fold(runs, data_dir, "a", fold, seed=0)
         _train_fold(runs, data_dir, "b", fold, seed=1)
     known = {"a": result("a", [70.0, 72.0]), "b": result("b", [71.0, 73.0])}
+    return data_dir, runs, known
+
+
+def test_the_ensemble_averages_the_fold_models_probabilities(tmp_path):
+    import torch
+
+    from seqlab import api
+
+    data_dir, runs, known = _two_members(tmp_path)
     ens = bench.ensemble(["a", "b"], 2, runs, str(data_dir), CONTRAST, known, "cmd")
     for fold in range(2):
         probs, gold = 0, None
@@ -125,6 +131,32 @@ def test_the_ensemble_averages_the_fold_models_probabilities(tmp_path):
     ]
     assert torch.allclose(torch.tensor(same.accuracy), torch.tensor(alone))
     assert "ensemble, mean probability of `a` + `b`" in bench.accuracy_table([ens], 2)
+
+
+def test_the_stacked_pool_is_fitted_on_valid_and_scored_on_test(tmp_path):
+    import torch
+
+    from seqlab import api
+    from seqlab.eval.ensemble import fit_log_linear_pool
+
+    data_dir, runs, known = _two_members(tmp_path)
+    ens = bench.ensemble(["a", "b"], 2, runs, str(data_dir), CONTRAST, known, "cmd", "stacked")
+    assert ens.model == "stacked" and ens.pool == "stacked" and len(ens.weights) == 2
+    for fold in range(2):
+        lp = {"valid": [], "test": []}
+        for name in ("a", "b"):
+            m = api.load(runs / f"bench-mr-{name}" / f"fold-{fold}", data_dir=data_dir)
+            for split in lp:
+                logits, y = m.task.split_logits(m.model, split)
+                lp[split].append((logits.double().log_softmax(-1), y))
+        pool = fit_log_linear_pool(torch.stack([v for v, _ in lp["valid"]]), lp["valid"][0][1])
+        assert ens.weights[fold] == [round(float(w), 4) for w in pool.weights]
+        s = pool.logits(torch.stack([t for t, _ in lp["test"]]))
+        gold = lp["test"][0][1]
+        assert ens.accuracy[fold] == 100.0 * float((s.argmax(-1) == gold).float().mean())
+    label = "ensemble, stacked log-linear pool of `a` + `b`"
+    assert label in bench.accuracy_table([ens], 2)
+    assert "`a` " in bench.pool_weights_line(ens) and "`b` " in bench.pool_weights_line(ens)
 
 
 def test_lstm_lm_pretrains_on_unlabelled_text_then_starts_every_fold_from_it(tmp_path):
