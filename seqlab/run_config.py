@@ -76,11 +76,14 @@ class TrainConfig:
     progress: bool = True
     tensorboard: bool = False
     init_from: str | None = None  # warm start: a run dir or checkpoint (weights + tokenizer)
+    dropout_from_step: int | None = None  # late dropout: none for updates 1 … S (late_dropout.py)
 
     def __post_init__(self) -> None:
         for name in ("max_steps", "accum_steps", "log_every", "valid_every", "save_every"):
             if getattr(self, name) < 1:
                 raise ValueError(f"train.{name} must be >= 1, got {getattr(self, name)}")
+        if self.dropout_from_step is not None and self.dropout_from_step < 0:
+            raise ValueError(f"train.dropout_from_step must be >= 0, got {self.dropout_from_step}")
         if self.max_minutes is not None and not self.max_minutes > 0:
             raise ValueError(f"train.max_minutes must be > 0, got {self.max_minutes}")
 

@@ -37,6 +37,7 @@ from seqlab.train.budget import BudgetFit
 from seqlab.train.build import build_model, build_task
 from seqlab.train.checkpoint import decode, load_checkpoint, read_checkpoint
 from seqlab.train.distributed import init_distributed, resolve_device
+from seqlab.train.late_dropout import LateDropout
 from seqlab.train.optim import build_optimizer
 from seqlab.train.precision import autocast_context, make_grad_scaler, resolve_precision
 from seqlab.train.progress import Progress
@@ -204,6 +205,8 @@ class Trainer:
         if meta is not None:
             trainer_io.restore(self, meta)
         self.ddp_model = dist.wrap(self.model, self.device)
+        start = t.dropout_from_step
+        self.late_dropout = None if start is None else LateDropout(self.model, start)
         trainer_io.write_run_files(self, meta)
         writes = self.run is not None and dist.is_main
         self.progress = Progress(
@@ -258,6 +261,8 @@ class Trainer:
                 break
             batches = [self.task.collate(ix, "train").to(self.device) for ix in micro]
             self.ddp_model.train()
+            if self.late_dropout is not None:
+                self.late_dropout.apply(self.step + 1)
             lr = float(self.optimizer.param_groups[0]["lr"])
             loss_sum, nll_sum, N = accumulate_gradients(
                 self.ddp_model,
