@@ -204,6 +204,7 @@ class ShowAttendTell(nn.Module):
     ) -> None:
         super().__init__()
         self.cfg, self.pad_id = cfg, pad_id
+        self.dropout = cfg.dropout  # a float attribute, so train.dropout_from_step can set it
         m, n, A, D = cfg.emb_dim, cfg.hidden_size, cfg.attn_dim, cfg.channels[-1]
         self.encoder = RegionEncoder(in_channels, cfg.channels, cfg.kernels, cfg.stem_stride)
         side = image_size // self.encoder.downsample
@@ -262,7 +263,7 @@ class ShowAttendTell(nn.Module):
         Shapes: e (B, [T,] m), h (B, [T,] n), z (B, [T,] D) -> (B, [T,] V)
         """
         out = e + self.L_h(h) + self.L_z(z)  # (B, [T,] m)
-        return self.L_o(F.dropout(out, self.cfg.dropout, self.training))  # (B, [T,] V)
+        return self.L_o(F.dropout(out, self.dropout, self.training))  # (B, [T,] V)
 
     # --- the contract ---------------------------------------------------------------------
 

@@ -239,6 +239,7 @@ class PointerGenerator(nn.Module):
         super().__init__()
         E, H, A = cfg.emb_dim, cfg.hidden_size, cfg.attn_dim
         self.cfg, self.pad_id, self.V_size = cfg, pad_id, tgt_vocab
+        self.dropout = cfg.dropout  # a float attribute, so train.dropout_from_step can set it
         self.src_embed = Embedding(src_vocab, E, padding_idx=pad_id)
         # z_g for g in 1 … K; id 0 pads a word's bag (not counted in the mean)
         self.src_gram_embed = (
@@ -270,7 +271,7 @@ class PointerGenerator(nn.Module):
         return self.decoder.cell_at(0, 0)  # type: ignore[return-value]
 
     def _drop(self, x: Tensor) -> Tensor:
-        return F.dropout(x, self.cfg.dropout, self.training)
+        return F.dropout(x, self.dropout, self.training)
 
     def _extended_source(
         self, src: Tensor, src_ext: Tensor | None, n_oov: int | None

@@ -8,8 +8,11 @@ model's configured rates until the end.
 Every dropout site of the model follows it: each ``seqlab.nn.dropout.Dropout`` and
 ``torch.nn.Dropout`` (their ``p``) and every module that keeps its rate as a float
 attribute ``dropout`` (``MultiHeadAttention``'s attention-weight dropout, ``nn.LSTM``'s
-between-layer dropout). p(t) depends on the update number only, so a resumed run sets the
-same rates as an uninterrupted one. In eval mode no dropout is applied whatever p is.
+between-layer dropout, the RNN seq2seq models, the pointer-generator and the captioner,
+whose ``F.dropout`` calls read that attribute). A functional dropout whose rate lives
+anywhere else (a frozen config) would not follow: models keep the rate on the module.
+p(t) depends on the update number only, so a resumed run sets the same rates as an
+uninterrupted one. In eval mode no dropout is applied whatever p is.
 
 ``train.dropout_from_step`` S (``None``: off, dropout from the first update as usual).
 The Trainer calls :meth:`LateDropout.apply` with the number of the update about to be taken.

@@ -60,6 +60,19 @@ def test_every_site_follows_the_step():
     assert [(a, r) for _, a, r in dropout_sites(plain)] == [("p", 0.2), ("dropout", 0.3)]
 
 
+def test_models_that_drop_out_functionally_expose_their_rate():
+    from seqlab.models.captioner import ShowAttendTell, ShowAttendTellConfig
+    from seqlab.models.pointer_generator import PointerGenerator, PointerGeneratorConfig
+
+    small = {"emb_dim": 8, "hidden_size": 8, "attn_dim": 8, "out_dim": 8, "dropout": 0.2}
+    pg = PointerGenerator(PointerGeneratorConfig(**small), src_vocab=11, tgt_vocab=9)
+    cap = ShowAttendTell(ShowAttendTellConfig(dropout=0.2), tgt_vocab=9)
+    for model in (pg, cap):
+        assert (model, "dropout", 0.2) in dropout_sites(model)
+        LateDropout(model, start=5).apply(1)
+        assert model.dropout == 0.0
+
+
 def test_the_first_updates_are_a_dropout_free_run_and_dropout_is_on_after(tmp_path):
     late = _train(tmp_path, "late", 8, **{"train.dropout_from_step": 4})
     none = _train(tmp_path, "none", 8, **{"model.dropout": 0.0})
