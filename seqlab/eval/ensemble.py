@@ -71,6 +71,8 @@ def fit_log_linear_pool(
     if log_probs.dim() != 3:
         raise ValueError(f"log_probs must be (members, examples, classes), got {log_probs.shape}")
     m, n, c = log_probs.shape
+    if n == 0:
+        raise ValueError("no held-out examples to fit the pool on (log_probs has N = 0)")
     if y.shape != (n,):
         raise ValueError(f"y must have shape ({n},) to match log_probs, got {tuple(y.shape)}")
     if not l2 > 0:

@@ -89,6 +89,8 @@ def test_bad_input_is_refused():
         fit_log_linear_pool(lp, torch.zeros(4, dtype=torch.long))
     with pytest.raises(ValueError, match="l2 must be > 0"):
         fit_log_linear_pool(lp, torch.zeros(5, dtype=torch.long), l2=0.0)
+    with pytest.raises(ValueError, match="no held-out examples"):
+        fit_log_linear_pool(lp[:, :0], torch.zeros(0, dtype=torch.long))
     bad = lp.clone()
     bad[0, 0, 0] = float("-inf")
     with pytest.raises(ValueError, match="inf or nan"):
