@@ -20,7 +20,9 @@ reference word (a name, a number, "in", "bmx") can be copied. The encoder still 
 source through its own vocabulary (``src_ids``); only the copy distribution uses the
 extended ids (``src_ext``). With a ``GramSpec`` each source position also carries the
 hashed character n-grams of its word (``src_grams``, seqlab.data.char_ngrams), so the
-encoder can tell a name or a number it has never seen from a rare German word.
+encoder can tell a name or a number it has never seen from a rare German word. With
+``WordStats`` each source position carries its corpus statistics f(w) (``src_stats``,
+seqlab.data.word_stats): how often the word occurs on the target and on the source side.
 """
 
 from __future__ import annotations
@@ -29,11 +31,13 @@ import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+import torch
 from torch import Tensor
 
 from seqlab.data.char_ngrams import gram_ids, pad_gram_ids
 from seqlab.data.collate import Seq2SeqBatch, collate_seq2seq, pad_batch
 from seqlab.data.vocab import BOS_ID, EOS_ID, PAD_ID, UNK_ID, Vocab
+from seqlab.data.word_stats import N_WORD_STATS, WordStats
 
 __all__ = [
     "CopyBatch",
@@ -43,6 +47,8 @@ __all__ = [
     "extended_to_words",
     "make_copy_example",
     "source_grams",
+    "source_inputs",
+    "source_stats",
     "source_to_extended",
     "target_to_extended",
 ]
@@ -119,7 +125,8 @@ class CopyExample:
     positions in the extended target vocabulary, both ending in ``</s>``; ``tgt_ext``:
     target ids in the extended vocabulary (no BOS/EOS); ``oovs``: the source OOV words;
     ``src_grams``: per source position its n-gram ids (``()`` for ``</s>``), or ``()``
-    for the whole sentence when there is no ``GramSpec``.
+    for the whole sentence when there is no ``GramSpec``; ``src_stats``: per source word
+    its F corpus statistics (``</s>`` has none), or ``()`` without ``WordStats``.
     """
 
     src_ids: tuple[int, ...]
@@ -127,6 +134,7 @@ class CopyExample:
     tgt_ext: tuple[int, ...]
     oovs: tuple[str, ...]
     src_grams: tuple[tuple[int, ...], ...] = ()
+    src_stats: tuple[tuple[float, ...], ...] = ()
 
 
 def make_copy_example(
@@ -135,16 +143,25 @@ def make_copy_example(
     src_vocab: Vocab,
     tgt_vocab: Vocab,
     grams: GramSpec | None = None,
+    stats: WordStats | None = None,
+    training_pair: bool = False,
 ) -> CopyExample:
     """Word lists → ``CopyExample`` (``</s>`` appended to the source, mapped to EOS in both
-    id spaces, so pointing at it also votes for ending the sentence; it has no n-grams)."""
+    id spaces, so pointing at it also votes for ending the sentence; it has no n-grams).
+    ``training_pair``: the pair is part of the text ``stats`` counted, so its own
+    occurrences are left out of the word statistics (seqlab.data.word_stats)."""
     src_ext, oovs = source_to_extended(src_words, tgt_vocab)
+    word_stats: tuple[tuple[float, ...], ...] = ()
+    if stats is not None:
+        own = (src_words, tgt_words) if training_pair else (None, None)
+        word_stats = stats.features(src_words, *own)
     return CopyExample(
         src_ids=tuple(src_vocab.encode(src_words, add_eos=True)),
         src_ext=(*src_ext, EOS_ID),
         tgt_ext=tuple(target_to_extended(tgt_words, tgt_vocab, oovs)),
         oovs=tuple(oovs),
         src_grams=() if grams is None else (*(grams.ids(w) for w in src_words), ()),
+        src_stats=word_stats,
     )
 
 
@@ -161,6 +178,8 @@ class CopyBatch(Seq2SeqBatch):
         oovs:     B tuples of words, ``oovs[b][k]`` is extended id V + k in row b
         src_grams: (B, S, G) long, the character n-gram ids of each source word, 0-padded
                   (None when the examples carry none)
+        src_stats: (B, S, F) float, the corpus statistics of each source word, 0 at ``</s>``
+                  and padding (None when the examples carry none)
     (the other fields as in ``Seq2SeqBatch``)
     """
 
@@ -168,6 +187,7 @@ class CopyBatch(Seq2SeqBatch):
     n_oov: int
     oovs: tuple[tuple[str, ...], ...]
     src_grams: Tensor | None = None
+    src_stats: Tensor | None = None
 
 
 def source_grams(examples: Sequence[CopyExample]) -> Tensor | None:
@@ -176,6 +196,29 @@ def source_grams(examples: Sequence[CopyExample]) -> Tensor | None:
     if not any(e.src_grams for e in examples):
         return None
     return pad_gram_ids([e.src_grams for e in examples], max(len(e.src_ids) for e in examples))
+
+
+def source_stats(examples: Sequence[CopyExample]) -> Tensor | None:
+    """The examples' ``src_stats`` as a (B, S, F) float32 tensor (S = the longest source;
+    ``</s>`` and padding are 0), or None when they carry none (no ``WordStats``)."""
+    if not any(e.src_stats for e in examples):
+        return None
+    S = max(len(e.src_ids) for e in examples)
+    out = torch.zeros(len(examples), S, N_WORD_STATS)  # (B, S, F)
+    for b, e in enumerate(examples):
+        if e.src_stats:
+            out[b, : len(e.src_stats)] = torch.tensor(e.src_stats, dtype=torch.float32)
+    return out
+
+
+def source_inputs(examples: Sequence[CopyExample], device: torch.device | str = "cpu") -> dict:
+    """The encoder's optional per-word inputs of a batch, as keyword arguments of the
+    pointer-generator: ``{"src_grams": (B, S, G) or None, "src_stats": (B, S, F) or None}``."""
+    grams, stats = source_grams(examples), source_stats(examples)
+    return {
+        "src_grams": None if grams is None else grams.to(device),
+        "src_stats": None if stats is None else stats.to(device),
+    }
 
 
 def collate_copy(examples: Sequence[CopyExample]) -> CopyBatch:
@@ -193,4 +236,5 @@ def collate_copy(examples: Sequence[CopyExample]) -> CopyBatch:
         n_oov=max(len(e.oovs) for e in examples),
         oovs=tuple(e.oovs for e in examples),
         src_grams=source_grams(examples),
+        src_stats=source_stats(examples),
     )

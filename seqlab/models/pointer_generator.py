@@ -2,7 +2,7 @@
 Summarization with Pointer-Generator Networks" (§2.1–2.3). The notes (002, "issues (1)
 and (2)") use it for repetition and for out-of-vocabulary words.
 
-    x_i = E[w_i]  (+ mean_{g ∈ G(w_i)} z_g)           encoder input (B, S, E)
+    x_i = E[w_i]  (+ mean_{g ∈ G(w_i)} z_g)  (+ W_f f(w_i))   encoder input (B, S, E)
     h_i = [h→_i ; h←_i]                               BiLSTM encoder states (B, S, 2H)  §2.1
     s_t = LSTM(x_t, s_{t−1}),  x_t = E[y_{t−1}]       decoder state (B, H)
     c^t = Σ_{t'<t} a^{t'}        (c^0 = 0)             coverage vector (B, S)           eq. 10
@@ -28,7 +28,10 @@ Optional, not in See et al.: with ``src_gram_buckets`` > 0 (the task's
 character n-gram vectors z_g of the word (fastText, Bojanowski et al. 2017, §3.2;
 seqlab.data.char_ngrams). A source word outside the source vocabulary is otherwise the
 single vector E[<unk>], and the model cannot tell a name it should copy from a rare
-German word it should translate.
+German word it should translate. With ``src_stat_features`` = F > 0 (the task's
+``src_word_stats``) it also adds W_f f(w_i), a linear map of the word's F corpus
+statistics (how often it occurs on the target and the source side of the training text;
+seqlab.data.word_stats): whether a word is spelled the same in both languages.
 """
 
 from __future__ import annotations
@@ -235,6 +238,7 @@ class PointerGenerator(nn.Module):
         tgt_vocab: int,
         pad_id: int = 0,
         src_gram_buckets: int = 0,
+        src_stat_features: int = 0,
     ) -> None:
         super().__init__()
         E, H, A = cfg.emb_dim, cfg.hidden_size, cfg.attn_dim
@@ -246,6 +250,10 @@ class PointerGenerator(nn.Module):
             nn.EmbeddingBag(src_gram_buckets + 1, E, mode="mean", padding_idx=0)
             if src_gram_buckets > 0
             else None
+        )
+        # W_f: the word's F corpus statistics f(w) -> E (no bias: </s> and padding have f = 0)
+        self.src_stat_proj = (
+            nn.Linear(src_stat_features, E, bias=False) if src_stat_features > 0 else None
         )
         self.tgt_embed = Embedding(tgt_vocab, E, padding_idx=pad_id)
         self.encoder = Recurrent("lstm", E, H, bidirectional=True)
@@ -282,24 +290,37 @@ class PointerGenerator(nn.Module):
             n_oov = max(0, int(src_ext.max()) + 1 - self.V_size)
         return src_ext, n_oov
 
-    def source_input(self, src: Tensor, src_grams: Tensor | None = None) -> Tensor:
-        """x_i = dropout(E[w_i] + mean_{g ∈ G(w_i)} z_g); without n-gram buckets
-        dropout(E[w_i]). A position without n-grams (``</s>``, padding) adds 0.
+    def source_input(
+        self, src: Tensor, src_grams: Tensor | None = None, src_stats: Tensor | None = None
+    ) -> Tensor:
+        """x_i = dropout(E[w_i] + mean_{g ∈ G(w_i)} z_g + W_f f(w_i)), each optional term
+        present when the model was built with it. A position without n-grams or
+        statistics (``</s>``, padding) adds 0.
 
-        Shapes: src (B, S), src_grams (B, S, G) ids in [0, K], 0 = none -> (B, S, E)
+        Shapes: src (B, S), src_grams (B, S, G) ids in [0, K], 0 = none,
+                src_stats (B, S, F) float -> (B, S, E)
         """
         x = self.src_embed(src)  # (B, S, E)
         if self.src_gram_embed is not None:
-            if src_grams is None or src_grams.shape[:2] != src.shape:
-                got = None if src_grams is None else tuple(src_grams.shape)
-                raise ValueError(
-                    f"this model reads character n-grams of the source: pass src_grams of "
-                    f"shape (B, S, G) = {tuple(src.shape)} + (G,), got {got}"
-                )
+            self._check_extra("src_grams", src_grams, src, "character n-grams", "G")
+            assert src_grams is not None
             B, S, G = src_grams.shape
             z = self.src_gram_embed(src_grams.reshape(B * S, G)).view(B, S, -1)  # (B, S, E)
             x = x + z.to(x.dtype)
+        if self.src_stat_proj is not None:
+            self._check_extra("src_stats", src_stats, src, "word statistics", "F")
+            assert src_stats is not None
+            x = x + self.src_stat_proj(src_stats.to(self.src_stat_proj.weight.dtype)).to(x.dtype)
         return self._drop(x)  # (B, S, E)
+
+    @staticmethod
+    def _check_extra(name: str, value: Tensor | None, src: Tensor, what: str, dim: str) -> None:
+        if value is None or value.dim() != 3 or value.shape[:2] != src.shape:
+            got = None if value is None else tuple(value.shape)
+            raise ValueError(
+                f"this model reads the {what} of each source word: pass {name} of shape "
+                f"(B, S, {dim}) with (B, S) = {tuple(src.shape)}, got {got}"
+            )
 
     def decoder_input(self, y: Tensor) -> Tensor:
         """x = dropout(E[y]) with extended ids y ≥ V read as UNK.  (B, [T]) -> (B, [T,] E)."""
@@ -332,8 +353,9 @@ class PointerGenerator(nn.Module):
         src_ext: Tensor | None = None,
         n_oov: int | None = None,
         src_grams: Tensor | None = None,
+        src_stats: Tensor | None = None,
     ) -> PointerGeneratorMemory:
-        x = self.source_input(src, src_grams)  # (B, S, E)
+        x = self.source_input(src, src_grams, src_stats)  # (B, S, E)
         h, (h_n, c_n) = self.encoder(x, lengths_of(src_mask))  # (B, S, 2H), (2, B, H) ×2
         s_0 = F.relu(self.W_reduce_h(torch.cat([h_n[0], h_n[1]], dim=-1)))  # (B, H)
         s_cell_0 = F.relu(self.W_reduce_c(torch.cat([c_n[0], c_n[1]], dim=-1)))  # (B, H)
@@ -393,13 +415,15 @@ class PointerGenerator(nn.Module):
         n_oov: int | None = None,
         details: bool = False,
         src_grams: Tensor | None = None,
+        src_stats: Tensor | None = None,
     ) -> Tensor | PointerGeneratorOutput:
         """Teacher forcing: log P (B, T, V + n_oov), or with ``details`` the
         ``PointerGeneratorOutput`` (p_gen, attention, coverage, coverage loss per step).
         The decoder LSTM runs fused over all T; attention loops over t (c^t needs a^{<t}).
-        ``src_grams`` (B, S, G): the source words' n-gram ids, for a model that reads them.
+        ``src_grams`` (B, S, G), ``src_stats`` (B, S, F): the source words' n-gram ids and
+        corpus statistics, for a model that reads them.
         """
-        memory = self.encode(src, src_mask, src_ext, n_oov, src_grams)
+        memory = self.encode(src, src_mask, src_ext, n_oov, src_grams, src_stats)
         state = self.init_state(memory, src_mask)
         x = self.decoder_input(y_in)  # (B, T, E)
         s, _ = self.decoder(x, initial_state=(state.s[None], state.s_cell[None]))  # (B, T, H)
@@ -432,10 +456,19 @@ class PointerGenerator(nn.Module):
         src_ext: Tensor | None = None,
         n_oov: int | None = None,
         src_grams: Tensor | None = None,
+        src_stats: Tensor | None = None,
     ) -> dict[str, Tensor]:
         """a^t and c^t (B, T, S) of the teacher-forced pass (row t emits y_t)."""
         out = self.forward(
-            src, src_mask, y_in, tgt_mask, src_ext, n_oov, details=True, src_grams=src_grams
+            src,
+            src_mask,
+            y_in,
+            tgt_mask,
+            src_ext,
+            n_oov,
+            details=True,
+            src_grams=src_grams,
+            src_stats=src_stats,
         )
         assert isinstance(out, PointerGeneratorOutput)
         return {"cross": out.attention, "coverage": out.coverage}

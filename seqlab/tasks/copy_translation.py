@@ -49,10 +49,11 @@ from seqlab.data.oov import (
     collate_copy,
     extended_to_words,
     make_copy_example,
-    source_grams,
+    source_inputs,
 )
 from seqlab.data.readers import read_parallel
 from seqlab.data.vocab import BOS_ID, PAD_ID, UNK, Vocab
+from seqlab.data.word_stats import N_WORD_STATS, WordStats
 from seqlab.errors import DataError, SeqlabError
 from seqlab.eval.bleu import corpus_bleu, corpus_chrf
 from seqlab.registry import TASKS
@@ -132,6 +133,12 @@ class CopyTranslationConfig:
     the mean of its hashed character n-gram vectors (``char_ngram_min`` ≤ n ≤
     ``char_ngram_max``, K buckets; fastText, seqlab.data.char_ngrams), so a word outside
     the source vocabulary is no longer only ``<unk>``. 0 (default) = See et al.'s encoder.
+
+    ``src_word_stats``: true gives the encoder, for each source word, W_f f(w) with f(w) =
+    [log(1 + n_tgt(w)), log(1 + n_src(w)), 1[digit]], its counts in the training target
+    and source text (a training pair's own occurrences left out; seqlab.data.word_stats):
+    whether the word is spelled the same in both languages, and so is likely copied.
+    False (default) = See et al.'s encoder.
     """
 
     src_lang: str = "de"
@@ -163,6 +170,7 @@ class CopyTranslationConfig:
     src_char_ngrams: int = 0
     char_ngram_min: int = 3
     char_ngram_max: int = 5
+    src_word_stats: bool = False
 
     def __post_init__(self) -> None:
         paths = [self.train_src, self.train_tgt, self.valid_src, self.valid_tgt]
@@ -190,7 +198,7 @@ class CopyTranslationConfig:
                 raise ValueError(f"task.{name} must be >= 0 (0 = all)")
         if self.max_train_examples is not None and self.max_train_examples < 1:
             raise ValueError("task.max_train_examples must be >= 1 or null")
-        for name in ("block_unk", "replace_unk"):
+        for name in ("block_unk", "replace_unk", "src_word_stats"):
             if not isinstance(getattr(self, name), bool):
                 raise ValueError(f"task.{name} must be true or false, got {getattr(self, name)!r}")
         if self.src_char_ngrams < 0:
@@ -248,6 +256,11 @@ class CopyTranslationTask(Task):
             try:
                 self.src_vocab = Vocab.from_dict(tokenizer_state["src"])
                 self.tgt_vocab = Vocab.from_dict(tokenizer_state["tgt"])
+                self.stats = (
+                    WordStats.from_dict(tokenizer_state["word_stats"])
+                    if cfg.src_word_stats
+                    else None
+                )
             except (KeyError, TypeError) as exc:
                 raise DataError(
                     "the saved vocabularies are not a copy_translation tokenizer state",
@@ -257,6 +270,7 @@ class CopyTranslationTask(Task):
             src, tgt = self.words["train"]
             self.src_vocab = Vocab.build(src, cfg.src_min_freq, cfg.src_vocab_size)
             self.tgt_vocab = Vocab.build(tgt, 1, cfg.tgt_vocab_size)
+            self.stats = WordStats.build(src, tgt) if cfg.src_word_stats else None
         self._filter_train()
         self.grams = (
             GramSpec(cfg.char_ngram_min, cfg.char_ngram_max, cfg.src_char_ngrams)
@@ -265,7 +279,15 @@ class CopyTranslationTask(Task):
         )
         self.examples = {
             split: [
-                make_copy_example(s, t, self.src_vocab, self.tgt_vocab, self.grams)
+                make_copy_example(
+                    s,
+                    t,
+                    self.src_vocab,
+                    self.tgt_vocab,
+                    self.grams,
+                    self.stats,
+                    training_pair=split == "train",
+                )
                 for s, t in zip(*pair)
             ]
             for split, pair in self.words.items()
@@ -285,7 +307,10 @@ class CopyTranslationTask(Task):
             self.refs["train"] = [self.refs["train"][i] for i in keep]
 
     def tokenizer_state(self) -> dict[str, Any]:
-        return {"src": self.src_vocab.to_dict(), "tgt": self.tgt_vocab.to_dict()}
+        state = {"src": self.src_vocab.to_dict(), "tgt": self.tgt_vocab.to_dict()}
+        if self.stats is not None:
+            state["word_stats"] = self.stats.to_dict()
+        return state
 
     def _split(self, split: str) -> str:
         name = {"val": "valid", "dev": "valid", self.cfg.test_split: "test"}.get(split, split)
@@ -302,6 +327,8 @@ class CopyTranslationTask(Task):
         kwargs = {"src_vocab": len(self.src_vocab), "tgt_vocab": len(self.tgt_vocab)}
         if self.cfg.src_char_ngrams:  # the n-gram table z_g (K + 1 rows)
             kwargs["src_gram_buckets"] = self.cfg.src_char_ngrams
+        if self.cfg.src_word_stats:  # W_f: F statistics -> E
+            kwargs["src_stat_features"] = N_WORD_STATS
         return {**kwargs, "pad_id": PAD_ID}
 
     def train_lengths(self) -> np.ndarray:
@@ -328,6 +355,7 @@ class CopyTranslationTask(Task):
             batch.n_oov,
             details=True,
             src_grams=batch.src_grams,
+            src_stats=batch.src_stats,
         )
         log_P = out.log_probs.gather(-1, batch.y_out.unsqueeze(-1)).squeeze(-1)  # (B, T)
         keep = batch.tgt_mask  # (B, T)
@@ -429,7 +457,9 @@ class CopyTranslationTask(Task):
         if isinstance(sentences, str):
             raise TypeError("pass a list of sentences, e.g. [text]")
         return [
-            make_copy_example(tokenize(s), [], self.src_vocab, self.tgt_vocab, self.grams)
+            make_copy_example(
+                tokenize(s), [], self.src_vocab, self.tgt_vocab, self.grams, self.stats
+            )
             for s in sentences
         ]
 
@@ -468,8 +498,7 @@ class CopyTranslationTask(Task):
             device = model_device(model)
             src = torch.tensor([example.src_ids], device=device)  # (1, S)
             src_ext = torch.tensor([example.src_ext], device=device)  # (1, S)
-            grams = source_grams([example])  # (1, S, G) or None
-            grams = None if grams is None else grams.to(device)
+            extras = source_inputs([example], device)  # n-grams (1, S, G), stats (1, S, F)
             y_in = torch.tensor([[BOS_ID, *ids]], device=device)  # (1, T)
             ones = torch.ones_like(src, dtype=torch.bool)  # (1, S)
             out = model(
@@ -480,7 +509,7 @@ class CopyTranslationTask(Task):
                 src_ext,
                 len(example.oovs),
                 details=True,
-                src_grams=grams,
+                **extras,
             )
         finally:
             model.train(was_training)

@@ -24,7 +24,7 @@ import torch
 from torch import Tensor, nn
 
 from seqlab.data.collate import pad_batch
-from seqlab.data.oov import CopyExample, source_grams
+from seqlab.data.oov import CopyExample, source_inputs
 from seqlab.data.vocab import BOS_ID, EOS_ID, PAD_ID, UNK_ID
 from seqlab.decode.beam import beam_search
 from seqlab.decode.greedy import greedy
@@ -131,10 +131,9 @@ def decode_copy(
         src, src_ext = src.to(device), src_ext.to(device)  # (B, S)
         src_mask = padding_mask(lengths).to(device)  # (B, S)
         n_oov = max(len(e.oovs) for e in rows)
-        grams = source_grams(rows)  # (B, S, G) character n-gram ids, or None
-        grams = None if grams is None else grams.to(device)
+        extras = source_inputs(rows, device)  # n-gram ids (B, S, G), statistics (B, S, F)
         limit = batch_limits([n_src[i] for i in batch], settings).to(device)  # (B,)
-        memory = model.encode(src, src_mask, src_ext, n_oov, grams)
+        memory = model.encode(src, src_mask, src_ext, n_oov, **extras)
         state = model.init_state(memory, src_mask)
         B = len(batch)
         if settings.beam == 1:
@@ -154,7 +153,7 @@ def decode_copy(
             )
             tokens, lens = res.tokens[:, 0], res.lengths[:, 0]  # (B, T), (B,)
         ids = [row[:n] for row, n in zip(tokens.tolist(), lens.tolist())]
-        p_gen, attention = _decoded_steps(model, src, src_mask, src_ext, n_oov, ids, grams)
+        p_gen, attention = _decoded_steps(model, src, src_mask, src_ext, n_oov, ids, extras)
         for b, i in enumerate(batch):
             row = ids[b]
             if replace_unk:
@@ -170,15 +169,16 @@ def _decoded_steps(
     src_ext: Tensor,
     n_oov: int,
     ids: list,
-    grams: Tensor | None = None,
+    extras: dict | None = None,
 ) -> tuple[list[float], Tensor]:
     """Teacher-forced on the decoded rows: the mean p_gen of each row's steps and the
     attention a^t of every step (row t emitted ids[t]).
 
-    Shapes: src, src_mask, src_ext (B, S), grams (B, S, G) -> B floats, attention (B, T, S)
+    ``extras``: the encoder's optional inputs (``source_inputs``: n-grams, statistics).
+    Shapes: src, src_mask, src_ext (B, S) -> B floats, attention (B, T, S)
     """
     y, n = pad_batch([[BOS_ID, *row[:-1]] if row else [BOS_ID] for row in ids], PAD_ID)  # (B, T)
     y, mask = y.to(src.device), padding_mask(n).to(src.device)  # (B, T)
-    out = model(src, src_mask, y, mask, src_ext, n_oov, details=True, src_grams=grams)
+    out = model(src, src_mask, y, mask, src_ext, n_oov, details=True, **(extras or {}))
     p_gen = ((out.p_gen * mask).sum(1) / mask.sum(1)).tolist()  # (B,)
     return p_gen, out.attention.cpu()  # (B, T, S)

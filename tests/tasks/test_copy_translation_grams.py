@@ -1,6 +1,10 @@
 """Character n-grams on the pointer-generator's encoder input (``task.src_char_ngrams``):
 the input is E[w] + mean of the word's n-gram vectors, padding and batching change nothing,
-and end to end the model learns to copy names that the encoder reads as ``<unk>``."""
+and end to end the model learns to copy names that the encoder reads as ``<unk>``.
+
+The tests of batching and of every path passing the input on run for both optional
+encoder inputs: the n-grams and the corpus word statistics (``task.src_word_stats``,
+tests/tasks/test_copy_translation_stats.py)."""
 
 from __future__ import annotations
 
@@ -14,6 +18,11 @@ from seqlab.tasks.copy_translation_decode import decode_copy
 from tests.tasks.test_copy_translation import _task, files, run_config  # noqa: F401
 
 SMALL = PointerGeneratorConfig(emb_dim=8, hidden_size=8, attn_dim=8, out_dim=8, dropout=0.0)
+# optional encoder input: (task options, the module that reads it, its error's wording)
+EXTRAS = {
+    "grams": ({"src_char_ngrams": 64}, "src_gram_embed", "character n-grams"),
+    "stats": ({"src_word_stats": True}, "src_stat_proj", "word statistics"),
+}
 
 
 def _model(task, seed: int = 0) -> PointerGenerator:
@@ -39,8 +48,9 @@ def test_encoder_input_is_word_embedding_plus_mean_of_its_ngram_vectors(files): 
         model.source_input(b.src, None)
 
 
-def test_loss_of_a_batch_is_the_sum_of_its_rows_padding_changes_nothing(files):  # noqa: F811
-    task = _task(files, src_char_ngrams=64, cov_lambda=0.5)
+@pytest.mark.parametrize("extra", EXTRAS)
+def test_loss_of_a_batch_is_the_sum_of_its_rows_padding_changes_nothing(files, extra):  # noqa: F811
+    task = _task(files, **EXTRAS[extra][0], cov_lambda=0.5)
     model = _model(task, seed=1)
     rows = [0, 5, 9, 17]
     together = task.loss(model, task.collate(rows))
@@ -51,9 +61,10 @@ def test_loss_of_a_batch_is_the_sum_of_its_rows_padding_changes_nothing(files): 
     assert together.n_tokens == sum(a.n_tokens for a in alone)
 
 
+@pytest.mark.parametrize("extra", EXTRAS)
 @pytest.mark.parametrize("beam", [1, 3])
-def test_batched_decoding_equals_one_sentence_at_a_time(files, beam):  # noqa: F811
-    task = _task(files, src_char_ngrams=64)
+def test_batched_decoding_equals_one_sentence_at_a_time(files, beam, extra):  # noqa: F811
+    task = _task(files, **EXTRAS[extra][0])
     model = _model(task, seed=2)
     examples = task.examples["valid"][:6]
     settings = task._settings(beam)
@@ -64,11 +75,14 @@ def test_batched_decoding_equals_one_sentence_at_a_time(files, beam):  # noqa: F
         assert p == pytest.approx(q, abs=1e-10)
 
 
-def test_ngrams_reach_the_model_everywhere_it_reads_the_source(files):  # noqa: F811
-    """Changing only the n-gram table changes the loss, the decoded steps' p_gen and
-    explain()'s attention: every path passes ``src_grams`` on (a path that dropped them
-    would also fail loudly: the model refuses a source without them)."""
-    task = _task(files, src_char_ngrams=64)
+@pytest.mark.parametrize("extra", EXTRAS)
+def test_extra_input_reaches_the_model_everywhere_it_reads_the_source(files, extra):  # noqa: F811
+    """Changing only the n-gram table (the statistics' W_f) changes the loss, the decoded
+    steps' p_gen and explain()'s attention: every path passes ``src_grams``
+    (``src_stats``) on (a path that dropped them would also fail loudly: the model refuses
+    a source without them)."""
+    options, module, wording = EXTRAS[extra]
+    task = _task(files, **options)
     model = _model(task, seed=3)
     b = task.collate([0, 1])
     ex = task.examples["valid"][:4]
@@ -81,11 +95,11 @@ def test_ngrams_reach_the_model_everywhere_it_reads_the_source(files):  # noqa: 
 
     before = seen()
     with torch.no_grad():
-        model.src_gram_embed.weight.mul_(5.0)
+        getattr(model, module).weight.mul_(5.0)
     after = seen()
     assert before[0] != after[0] and before[1] != after[1]
     assert not torch.equal(before[2], after[2])
-    with pytest.raises(ValueError, match="character n-grams"):
+    with pytest.raises(ValueError, match=wording):
         model(b.src, b.src_mask, b.y_in, b.tgt_mask, b.src_ext, b.n_oov)
 
 
