@@ -268,6 +268,8 @@ class PointerGenerator(nn.Module):
         self.w_x = nn.Linear(E, 1, bias=False)
         self.b_ptr = nn.Parameter(torch.zeros(1))
         init_uniform_(self, cfg.init_range)  # type: ignore[arg-type]
+        if self.src_stat_proj is not None:  # W_f = 0: training starts from the model without
+            nn.init.zeros_(self.src_stat_proj.weight)  # statistics (log counts reach ~12)
         with torch.no_grad():
             for cell in (*self.encoder.cells, *self.decoder.cells):
                 cell.b_f.fill_(cfg.forget_bias)

@@ -77,10 +77,10 @@ def test_batched_decoding_equals_one_sentence_at_a_time(files, beam, extra):  # 
 
 @pytest.mark.parametrize("extra", EXTRAS)
 def test_extra_input_reaches_the_model_everywhere_it_reads_the_source(files, extra):  # noqa: F811
-    """Changing only the n-gram table (the statistics' W_f) changes the loss, the decoded
-    steps' p_gen and explain()'s attention: every path passes ``src_grams``
-    (``src_stats``) on (a path that dropped them would also fail loudly: the model refuses
-    a source without them)."""
+    """Changing only the n-gram table (the statistics' W_f, which starts at 0) changes the
+    loss, the decoded steps' p_gen and explain()'s attention: every path passes
+    ``src_grams`` (``src_stats``) on (a path that dropped them would also fail loudly: the
+    model refuses a source without them)."""
     options, module, wording = EXTRAS[extra]
     task = _task(files, **options)
     model = _model(task, seed=3)
@@ -95,7 +95,8 @@ def test_extra_input_reaches_the_model_everywhere_it_reads_the_source(files, ext
 
     before = seen()
     with torch.no_grad():
-        getattr(model, module).weight.mul_(5.0)
+        table = getattr(model, module).weight
+        table.copy_(torch.randn(table.shape, generator=torch.Generator().manual_seed(0)))
     after = seen()
     assert before[0] != after[0] and before[1] != after[1]
     assert not torch.equal(before[2], after[2])

@@ -26,6 +26,9 @@ def _model(task, seed: int = 0) -> PointerGenerator:
 def test_encoder_input_is_word_embedding_plus_projected_statistics(files):  # noqa: F811
     task = _task(files, src_word_stats=True, src_char_ngrams=64)
     model = _model(task)
+    assert not model.src_stat_proj.weight.any()  # W_f starts at 0: the model without them
+    with torch.no_grad():
+        model.src_stat_proj.weight.normal_()
     b = task.collate([0, 1, 2])
     x = model.source_input(b.src, b.src_grams, b.src_stats)  # (B, S, E)
     E, Z, W = model.src_embed.weight, model.src_gram_embed.weight, model.src_stat_proj.weight
