@@ -122,6 +122,15 @@ def missing_row(section: str, what: str, impl: str, precision: str, why: str) ->
     return {"section": section, "what": what, "impl": impl, "precision": precision, "status": why}
 
 
+def _fails(run: Callable[[], Any]) -> str:
+    """ "" when one call of ``run`` works, else "failed: <torch's error, first line>"."""
+    try:
+        run()
+    except RuntimeError as exc:
+        return "failed: " + (str(exc).splitlines() or ["RuntimeError"])[0][:160]
+    return ""
+
+
 def _build(impl: str, build: Callable[[], Any]) -> tuple[Any, str]:
     """(object, "ok") or (None, "not installed: …") when the peer's library is missing."""
     try:
@@ -225,17 +234,22 @@ def measure_decode(plan: Plan, log: Callable) -> tuple[list[dict[str, Any]], lis
 
 def measure_rnn(plan: Plan, peak: dict[str, float], log: Callable) -> list[dict[str, Any]]:
     s = plan.rnn
-    variants, keys = {}, []
+    variants, keys, rows = {}, [], []
     for kind in ("lstm", "gru"):
         for impl in ("seqlab", "nn"):
             torch.manual_seed(0)
             module = prnn.build_rnn(impl, kind, s)
             for prec in plan.precisions:
+                run = prnn.rnn_rep(module, s, prec, plan.rnn_steps)
+                failure = _fails(run)
+                if failure:  # e.g. nn.LSTM under bf16 autocast where oneDNN lacks bf16
+                    log(f"[rnn] {impl} {kind} {prec}: {failure}")
+                    rows.append(missing_row("rnn", kind, impl, prec, failure))
+                    continue
                 keys.append((kind, impl, prec))
-                variants[f"{impl} {kind} {prec}"] = prnn.rnn_rep(module, s, prec, plan.rnn_steps)
+                variants[f"{impl} {kind} {prec}"] = run
     log(f"[rnn] {len(variants)} variants")
     timings = round_robin(variants, plan.rnn_reps, warmup=1, log=log)
-    rows = []
     for kind, impl, prec in keys:
         t = timings[f"{impl} {kind} {prec}"]
         gflop_s = prnn.rnn_flops(kind, s) * plan.rnn_steps / t.median_s / 1e9

@@ -15,6 +15,7 @@ import torch
 
 from benchmarks import peers, peers_decode, peers_report, peers_rnn, peers_train
 from benchmarks import peers_models as pm
+from seqlab.nn import recurrent_fused
 
 TINY0 = dataclasses.replace(pm.TINY, dropout=0.0)
 
@@ -129,12 +130,20 @@ def run_tiny(tmp_path: Path, *extra: str) -> tuple[dict, Path, Path]:
 def test_tiny_run_measures_every_installed_implementation(tmp_path):
     record, out, js = run_tiny(tmp_path)
     rows = record["rows"]
-    assert all(r["status"] == "ok" for r in rows)
+    # nn.LSTM itself fails under bf16 autocast where oneDNN has no bf16 (AVX2-only CPUs):
+    # that one row says so; seqlab's LSTM runs there (seqlab.nn.recurrent_fused)
+    torch_lstm_fails = recurrent_fused._onednn_lacks(torch.bfloat16)
+    failed = {
+        (r["section"], r["what"], r["impl"], r["precision"]) for r in rows if r["status"] != "ok"
+    }
+    assert failed == ({("rnn", "lstm", "nn", "bf16")} if torch_lstm_fails else set())
+    assert all(r["status"].startswith("failed: ") for r in rows if r["status"] != "ok")
     got = {(r["section"], r["impl"], r["precision"]) for r in rows}
     for prec in ("fp32", "bf16"):
         assert {("train", i, prec) for i in ("seqlab", "nn", "hf")} <= got
         assert {("decode", i, prec) for i in ("seqlab", "hf")} <= got
         assert {("rnn", i, prec) for i in ("seqlab", "nn")} <= got
+    rows = [r for r in rows if r["status"] == "ok"]
     assert all(r["rate"] > 0 and r["ms"] > 0 for r in rows)
     assert all(r["mfu"] > 0 for r in rows if "mfu" in r)
     assert [(c["search"], c["same"], c["total"]) for c in record["checks"]] == [
