@@ -29,8 +29,8 @@ from __future__ import annotations
 
 import contextlib
 import functools
-from collections.abc import Iterator
-from typing import Literal
+from collections.abc import Callable, Iterator
+from typing import Any, Literal
 
 import torch
 from torch import _VF, Tensor
@@ -61,6 +61,16 @@ def needs_native_lstm(mode: Mode, x: Tensor) -> bool:
     if mode != "lstm" or x.device.type != "cpu" or not torch.is_autocast_enabled("cpu"):
         return False
     return _onednn_lacks(torch.get_autocast_dtype("cpu"))
+
+
+def _without_onednn(kernel: Callable[..., Any]) -> Callable[..., Any]:
+    """``kernel`` called with oneDNN switched off (torch then takes its native LSTM)."""
+
+    def call(*args: Any) -> Any:
+        with _onednn_off():
+            return kernel(*args)
+
+    return call
 
 
 @contextlib.contextmanager
@@ -94,50 +104,47 @@ def fused_forward(
         flat_weights:  per layer, per direction: weight_ih, weight_hh[, bias_ih, bias_hh]
         returns:       outputs (B, T, dirs·H), final state like initial_state
     """
-    # oneDNN off only where its LSTM cannot run the autocast dtype (module docstring)
-    native = _onednn_off() if needs_native_lstm(mode, x) else contextlib.nullcontext()
-    with native:
-        kernel = _KERNELS[mode]
-        hx = list(initial_state) if mode == "lstm" else initial_state
-        if lengths is None:
-            result = kernel(
-                x, hx, flat_weights, bias, num_layers, dropout, training, bidirectional, True
-            )
-            outputs, hidden = result[0], result[1:]  # (B, T, dirs·H), states (L·dirs, B, H)
-        else:
-            T = x.shape[1]
-            # packed.data: (ΣT_b, D), real tokens only, time-major, batch sorted by length
-            packed = pack_padded_sequence(x, lengths.cpu(), batch_first=True, enforce_sorted=False)
-            order = packed.sorted_indices  # (B,)
-            # The kernel sees the batch sorted by decreasing length: sort the states the same way.
-            if mode == "lstm":
-                hx = [s.index_select(1, order) for s in hx]  # (L·dirs, B, H) each
-            else:
-                hx = hx.index_select(1, order)  # (L·dirs, B, H)
-            result = kernel(  # (ΣT_b, dirs·H), final states (L·dirs, B, H) in sorted order
-                packed.data,
-                packed.batch_sizes,
-                hx,
-                flat_weights,
-                bias,
-                num_layers,
-                dropout,
-                training,
-                bidirectional,
-            )
-            out_packed = PackedSequence(  # (ΣT_b, dirs·H)
-                result[0], packed.batch_sizes, packed.sorted_indices, packed.unsorted_indices
-            )
-            # Padded positions are filled with zeros; the batch is back in its original order.
-            outputs, _ = pad_packed_sequence(  # (B, T, dirs·H)
-                out_packed, batch_first=True, total_length=T
-            )
-            hidden = [
-                s.index_select(1, packed.unsorted_indices) for s in result[1:]
-            ]  # (L·dirs, B, H)
+    kernel = _KERNELS[mode]
+    if needs_native_lstm(mode, x):  # oneDNN's LSTM cannot run the autocast dtype here
+        kernel = _without_onednn(kernel)
+    hx = list(initial_state) if mode == "lstm" else initial_state
+    if lengths is None:
+        result = kernel(
+            x, hx, flat_weights, bias, num_layers, dropout, training, bidirectional, True
+        )
+        outputs, hidden = result[0], result[1:]  # (B, T, dirs·H), states (L·dirs, B, H)
+    else:
+        T = x.shape[1]
+        # packed.data: (ΣT_b, D), real tokens only, time-major, batch sorted by length
+        packed = pack_padded_sequence(x, lengths.cpu(), batch_first=True, enforce_sorted=False)
+        order = packed.sorted_indices  # (B,)
+        # The kernel sees the batch sorted by decreasing length: sort the states the same way.
         if mode == "lstm":
-            return outputs, (hidden[0], hidden[1])
-        return outputs, hidden[0]
+            hx = [s.index_select(1, order) for s in hx]  # (L·dirs, B, H) each
+        else:
+            hx = hx.index_select(1, order)  # (L·dirs, B, H)
+        result = kernel(  # (ΣT_b, dirs·H), final states (L·dirs, B, H) in sorted order
+            packed.data,
+            packed.batch_sizes,
+            hx,
+            flat_weights,
+            bias,
+            num_layers,
+            dropout,
+            training,
+            bidirectional,
+        )
+        out_packed = PackedSequence(  # (ΣT_b, dirs·H)
+            result[0], packed.batch_sizes, packed.sorted_indices, packed.unsorted_indices
+        )
+        # Padded positions are filled with zeros; the batch is back in its original order.
+        outputs, _ = pad_packed_sequence(  # (B, T, dirs·H)
+            out_packed, batch_first=True, total_length=T
+        )
+        hidden = [s.index_select(1, packed.unsorted_indices) for s in result[1:]]  # (L·dirs, B, H)
+    if mode == "lstm":
+        return outputs, (hidden[0], hidden[1])
+    return outputs, hidden[0]
 
 
 def flat_weights_of(cells: list[torch.nn.Module]) -> list[Tensor]:
