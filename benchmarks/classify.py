@@ -66,6 +66,7 @@ MODELS = (
     "lstm-lm",
     "kim-cnn-sgns",
     "nbsvm",
+    "nbsvm-char",
 )
 RECURRENT = ("lstm", "bilstm", "lstm-lm")
 LABELS = {
@@ -78,6 +79,7 @@ LABELS = {
     "lstm-lm": "LSTM from a seqlab LM (Dai & Le 2015)",
     "kim-cnn-sgns": "Kim CNN (seqlab SGNS vectors)",
     "nbsvm": "NB-weighted uni+bigrams, linear (Wang & Manning 2012)",
+    "nbsvm-char": "NB-weighted uni+bigrams + word character 2–5-grams, linear",
 }
 # Issue 5/10's targets: Kim 2014 CNN-rand 76.1; the best seqlab model ≥ 80.0.
 TARGETS = {"kim-cnn": 76.1}
@@ -101,6 +103,7 @@ class Result:
     members: list[str] = field(default_factory=list)  # ensemble: the models combined
     pool: str = ""  # ensemble: "mean" (of probabilities) or "stacked" (seqlab.eval.ensemble)
     weights: list[list[float]] = field(default_factory=list)  # stacked: w per fold
+    valid_accuracy: list[float] = field(default_factory=list)  # of each kept checkpoint
 
     @property
     def mean(self) -> float:
@@ -148,6 +151,7 @@ def run_fold(
     )
     loaded = api.load(run_dir, data_dir=data_dir)  # best validation accuracy
     result.accuracy.append(100.0 * loaded.evaluate("test")["accuracy"])
+    result.valid_accuracy.append(100.0 * loaded.evaluate("valid")["accuracy"])
     result.minutes.append(float(run.metrics["elapsed"]) / 60.0)
     result.updates.append(int(run.metrics["step"]))
     result.params = sum(p.numel() for p in loaded.model.parameters())
@@ -230,17 +234,19 @@ def label_of(r: Result) -> str:
 
 def accuracy_table(results: list[Result], n_folds: int) -> str:
     head = (
-        "| model | params | folds | accuracy % (mean ± std) | min – max | train min / fold "
+        "| model | params | folds | accuracy % (mean ± std) | min – max | valid acc % "
+        "| train min / fold "
         "| updates / fold | contrast acc % | target | met |"
     )
     lines = [head, "|" + "---|" * head.count(" | ") + "---|"]
     for r in results:
         target = TARGETS.get(r.model)
         met = "—" if target is None else ("yes" if r.mean >= target else "**no**")
+        valid = f"{statistics.fmean(r.valid_accuracy):.1f}" if r.valid_accuracy else "—"
         lines.append(
             f"| {label_of(r)} (`{r.model}`) | {r.params / 1e6:.2f}M "
             f"| {r.folds}/{n_folds} | {r.mean:.1f} ± {r.std:.1f} "
-            f"| {min(r.accuracy):.1f} – {max(r.accuracy):.1f} "
+            f"| {min(r.accuracy):.1f} – {max(r.accuracy):.1f} | {valid} "
             f"| {statistics.fmean(r.minutes):.1f} | {statistics.fmean(r.updates):.0f} "
             f"| {r.contrast_accuracy():.0f} | {'—' if target is None else f'≥ {target:.1f}'} "
             f"| {met} |"

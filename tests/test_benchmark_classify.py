@@ -190,3 +190,13 @@ def test_lstm_lm_pretrains_on_unlabelled_text_then_starts_every_fold_from_it(tmp
     diff = clf.model.embed.weight[word] - lm.model.embed.weight[lm_word]
     assert float(diff.detach().abs().max()) <= 1.01e-3
     assert len(fold.accuracy) == 1
+
+
+def test_the_table_shows_the_kept_checkpoints_validation_accuracy():
+    now = result("lstm", [75.0, 77.0])
+    now.valid_accuracy = [78.0, 79.0]
+    old = result("avg", [70.0, 72.0])  # an earlier row that did not record it
+    rows = bench.accuracy_table([now, old], 2).splitlines()
+    assert "| valid acc % |" in rows[0]
+    assert "| 75.0 – 77.0 | 78.5 |" in rows[2]
+    assert "| 70.0 – 72.0 | — |" in rows[3]

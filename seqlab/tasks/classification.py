@@ -17,6 +17,10 @@ Pipeline (docs/classification.md):
    carries the trained table, so loading or resuming never reads the file.
 4. Loss: cross-entropy per sentence, summed (the Trainer divides by the number of
    sentences: ``n_tokens`` of a batch is its size B). ``evaluate``: loss and accuracy.
+5. With ``char_ngrams`` K > 0 each batch also carries every word's hashed character
+   n-grams (``grams``, seqlab.data.char_ngrams; computed from the word's spelling, so a
+   word outside the vocabulary has them too) and the model is built with
+   ``gram_buckets=K``; only ``nbsvm`` reads them.
 """
 
 from __future__ import annotations
@@ -34,6 +38,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from seqlab.config import ConfigError
+from seqlab.data.char_ngrams import gram_ids, pad_gram_ids
 from seqlab.data.collate import pad_batch
 from seqlab.data.mr import cv_split, holdout, locate_mr, read_label_tsv, read_mr
 from seqlab.data.vocab import PAD_ID, UNK_ID, Vocab
@@ -83,6 +88,9 @@ class ClassifyConfig:
     recurrent LM (``model: rnn_lm``, word level) whose embedding and recurrent weights
     start an ``rnn_classifier`` of the same sizes (other classifiers: the embedding table
     only; Dai & Le 2015, ``seqlab.models.lm_transfer``); applied after ``embeddings_path``.
+    ``char_ngrams``: K > 0 gives the model each word's character n-grams
+    (``char_ngram_min`` ≤ n ≤ ``char_ngram_max``, plus the bounded word; K hash buckets);
+    0 = off. Only the ``nbsvm`` model reads them.
     """
 
     data: Literal["mr", "tsv"] = "mr"
@@ -101,6 +109,9 @@ class ClassifyConfig:
     embeddings_path: str | None = None
     init_lm: str | None = None
     eval_batch_size: int = 256
+    char_ngrams: int = 0
+    char_ngram_min: int = 2
+    char_ngram_max: int = 5
 
     def __post_init__(self) -> None:
         if self.data == "tsv" and self.path is None:
@@ -116,6 +127,13 @@ class ClassifyConfig:
         for name in ("min_freq", "max_len", "eval_batch_size"):
             if getattr(self, name) < 1:
                 raise ConfigError(f"task.{name} must be >= 1, got {getattr(self, name)}")
+        if self.char_ngrams < 0:
+            raise ConfigError(f"task.char_ngrams must be >= 0 (0 = off), got {self.char_ngrams}")
+        if not 1 <= self.char_ngram_min <= self.char_ngram_max:
+            raise ConfigError(
+                "task.char_ngram_min / char_ngram_max: need 1 <= min <= max, got "
+                f"{self.char_ngram_min} / {self.char_ngram_max}"
+            )
         if self.max_vocab is not None and self.max_vocab < 5:
             raise ConfigError(f"task.max_vocab must be >= 5 or null, got {self.max_vocab}")
 
@@ -129,12 +147,15 @@ class ClassBatch:
         mask:     (B, T) bool, True = real token (a prefix of each row)
         y:        (B,) long, class ids
         n_tokens: int = B — the loss is normalised per sentence
+        grams:    (B, T, G) long, each word's character n-gram ids, 0 = none; None unless
+                  task.char_ngrams > 0
     """
 
     x: Tensor
     mask: Tensor
     y: Tensor
     n_tokens: int
+    grams: Tensor | None = None
 
     def to(self, device: torch.device | str, non_blocking: bool = False) -> ClassBatch:
         return ClassBatch(
@@ -142,7 +163,13 @@ class ClassBatch:
             self.mask.to(device, non_blocking=non_blocking),
             self.y.to(device, non_blocking=non_blocking),
             self.n_tokens,
+            None if self.grams is None else self.grams.to(device, non_blocking=non_blocking),
         )
+
+    def model_inputs(self) -> tuple[Tensor, ...]:
+        """What the model's forward takes: (x, mask) or, with character n-grams, (x, mask,
+        grams)."""
+        return (self.x, self.mask) if self.grams is None else (self.x, self.mask, self.grams)
 
 
 @dataclass
@@ -150,6 +177,7 @@ class _Split:
     texts: list[str]
     ids: list[list[int]]
     y: list[int] = field(default_factory=list)
+    grams: list[list[tuple[int, ...]]] | None = None  # per word, with task.char_ngrams
 
 
 @TASKS.register("classify", ClassifyConfig)
@@ -229,6 +257,15 @@ class ClassificationTask(Task):
         """Word ids of ``text``; a text without words becomes one ``<unk>``."""
         return self.vocab.encode(self.tokenize(text)) or [UNK_ID]
 
+    def text_grams(self, text: str) -> list[tuple[int, ...]] | None:
+        """Each word's character n-gram ids (one entry per id of :meth:`encode_text`), or
+        None without ``char_ngrams``."""
+        cfg = self.cfg
+        if not cfg.char_ngrams:
+            return None
+        n_min, n_max, buckets = cfg.char_ngram_min, cfg.char_ngram_max, cfg.char_ngrams
+        return [gram_ids(w, n_min, n_max, buckets) for w in self.tokenize(text)] or [()]
+
     def _encode(self, pairs: list[tuple[str, str]], split: str) -> _Split:
         index = {label: i for i, label in enumerate(self.labels)}
         unknown = sorted({label for _, label in pairs} - set(index))
@@ -238,7 +275,10 @@ class ClassificationTask(Task):
                 hint="use the data the checkpoint was trained with",
             )
         texts = [t for t, _ in pairs]
-        return _Split(texts, [self.encode_text(t) for t in texts], [index[y] for _, y in pairs])
+        ids = [self.encode_text(t) for t in texts]
+        y = [index[label] for _, label in pairs]
+        grams = [self.text_grams(t) for t in texts] if self.cfg.char_ngrams else None
+        return _Split(texts, ids, y, grams)
 
     def tokenizer_state(self) -> dict[str, Any]:
         return {"vocab": self.vocab.to_dict(), "labels": list(self.labels)}
@@ -271,6 +311,8 @@ class ClassificationTask(Task):
         }
         if self._fresh and self.cfg.embeddings_path is not None:
             kwargs["embedding_init"] = self._init_embedding
+        if self.cfg.char_ngrams:
+            kwargs["gram_buckets"] = self.cfg.char_ngrams
         return kwargs
 
     def _init_embedding(self, embedding: nn.Module) -> float:
@@ -320,28 +362,35 @@ class ClassificationTask(Task):
             100 * self.lm_transfer.coverage,
         )
 
-    def _train_batches(self) -> Iterator[tuple[Tensor, Tensor, Tensor]]:
-        """The training split as (x, mask, y) batches of ``eval_batch_size``, in order."""
+    def _train_batches(self) -> Iterator[tuple[Tensor, Tensor, Tensor, Tensor | None]]:
+        """The training split as (x, mask, y, grams) batches of ``eval_batch_size``, in
+        order (grams None without ``char_ngrams``)."""
         data, size = self.splits["train"], self.cfg.eval_batch_size
         for start in range(0, len(data.ids), size):
-            b = self._batch(data.ids[start : start + size], data.y[start : start + size])
-            yield b.x, b.mask, b.y
+            part = slice(start, start + size)
+            grams = None if data.grams is None else data.grams[part]
+            b = self._batch(data.ids[part], data.y[part], grams)
+            yield b.x, b.mask, b.y, b.grams
 
     def train_lengths(self) -> np.ndarray:
         return np.array([len(s) for s in self.splits["train"].ids], dtype=np.int64)
 
-    def _batch(self, ids: list[list[int]], y: list[int]) -> ClassBatch:
+    def _batch(
+        self, ids: list[list[int]], y: list[int], grams: list[list[tuple[int, ...]]] | None = None
+    ) -> ClassBatch:
         x, lengths = pad_batch(ids, PAD_ID)  # (B, T), (B,)
         mask = padding_mask(lengths, x.shape[1])  # (B, T)
-        return ClassBatch(x, mask, torch.tensor(y, dtype=torch.long), len(ids))
+        g = None if grams is None else pad_gram_ids(grams, x.shape[1])  # (B, T, G)
+        return ClassBatch(x, mask, torch.tensor(y, dtype=torch.long), len(ids), g)
 
     def collate(self, indices: list[int], split: str = "train") -> ClassBatch:
         data = self.splits[split]
-        return self._batch([data.ids[i] for i in indices], [data.y[i] for i in indices])
+        grams = None if data.grams is None else [data.grams[i] for i in indices]
+        return self._batch([data.ids[i] for i in indices], [data.y[i] for i in indices], grams)
 
     def loss(self, model: nn.Module, batch: ClassBatch, label_smoothing: float = 0.0) -> LossOutput:
         """Σ_b CE(softmax(logits_b), y_b) (label-smoothed when ε > 0), in fp32."""
-        logits = model(batch.x, batch.mask).float()  # (B, C)
+        logits = model(*batch.model_inputs()).float()  # (B, C)
         ls = label_smoothing
         loss_sum = F.cross_entropy(logits, batch.y, reduction="sum", label_smoothing=ls)  # ()
         nll_sum = F.cross_entropy(logits.detach(), batch.y, reduction="sum")  # ()
@@ -349,7 +398,12 @@ class ClassificationTask(Task):
 
     # ------------------------------------------------------------------ evaluation
 
-    def _logits(self, model: nn.Module, ids: list[list[int]]) -> Tensor:
+    def _logits(
+        self,
+        model: nn.Module,
+        ids: list[list[int]],
+        grams: list[list[tuple[int, ...]]] | None = None,
+    ) -> Tensor:
         """Logits of every sentence, in input order, batched by length.  -> (N, C)."""
         device = next(model.parameters()).device
         order = sorted(range(len(ids)), key=lambda i: len(ids[i]))
@@ -357,8 +411,9 @@ class ClassificationTask(Task):
         step = self.cfg.eval_batch_size
         for start in range(0, len(order), step):
             rows = order[start : start + step]
-            batch = self._batch([ids[i] for i in rows], [0] * len(rows)).to(device)  # (B, T)
-            out[rows] = model(batch.x, batch.mask).float().cpu()  # (B, C)
+            g = None if grams is None else [grams[i] for i in rows]
+            batch = self._batch([ids[i] for i in rows], [0] * len(rows), g).to(device)  # (B, T)
+            out[rows] = model(*batch.model_inputs()).float().cpu()  # (B, C)
         return out
 
     @torch.no_grad()
@@ -378,7 +433,7 @@ class ClassificationTask(Task):
         was_training = model.training
         model.eval()
         try:
-            logits = self._logits(model, data.ids)  # (N, C)
+            logits = self._logits(model, data.ids, data.grams)  # (N, C)
         finally:
             model.train(was_training)
         return logits, torch.tensor(data.y, dtype=torch.long)  # (N, C), (N,)
@@ -404,7 +459,8 @@ class ClassificationTask(Task):
         model.eval()
         try:
             ids = [self.encode_text(t) for t in texts]
-            probs = torch.softmax(self._logits(model, ids), -1)  # (N, C)
+            grams = [self.text_grams(t) for t in texts] if self.cfg.char_ngrams else None
+            probs = torch.softmax(self._logits(model, ids, grams), -1)  # (N, C)
         finally:
             model.train(was_training)
         out = []
