@@ -27,6 +27,13 @@ LM reads every fold's test sentences without labels — transductive) and trains
 ``configs/mr-lm-pretrain.yaml`` for ``--lm-minutes`` into ``<runs-dir>/bench-mr-lm-pretrain``.
 ``kim-cnn-sgns`` starts Kim's CNN from seqlab's SGNS vectors (``runs/embeddings/sgns.txt``,
 made by ``benchmarks/embeddings.py``).
+
+``--refit`` adds, per model, a row ``<model>-refit``: "select, then refit". Fold k's run
+above chose its checkpoint's step s on the validation part; a second run trains the same
+preset on training + validation together (``task.refit=true``, the vocabulary too) for
+round(s · N_train+valid / N_train) updates — as many epochs as the chosen checkpoint had
+seen — with early stopping off, into ``…/fold-<k>-refit``, and its last checkpoint is
+scored on fold k. The test fold is never seen by either run.
 """
 
 from __future__ import annotations
@@ -162,6 +169,55 @@ def run_fold(
     result.contrast_right = [a + b for a, b in zip(result.contrast_right, right)]
 
 
+def refit_fold(
+    model: str,
+    fold: int,
+    minutes: float,
+    overrides: list[str],
+    data_dir: str | None,
+    runs_dir: Path,
+    contrast: list[ContrastItem],
+    result: Result,
+    verbose: bool,
+) -> None:
+    """Refit fold ``fold`` of ``model`` on train + valid for the epochs its selection run
+    (``run_fold``'s, already in ``runs_dir``) chose; score the last checkpoint."""
+    selected = api.load(runs_dir / f"bench-mr-{model}" / f"fold-{fold}", data_dir=data_dir)
+    n_train = len(selected.task.splits["train"].ids)
+    n_valid = len(selected.task.splits["valid"].ids)
+    steps = max(1, round(selected.step * (n_train + n_valid) / n_train))
+    run_dir = runs_dir / f"bench-mr-{model}" / f"fold-{fold}-refit"
+    texts = [
+        f"task.fold={fold}",
+        f"train.max_minutes={minutes}",
+        *overrides,
+        "task.refit=true",
+        f"train.max_steps={steps}",
+        "train.max_epochs=null",
+        "train.patience=null",
+    ]
+    run = api.train(
+        preset_path(model),
+        run_dir=run_dir,
+        data_dir=data_dir,
+        overrides=texts,
+        overwrite=True,
+        quiet=not verbose,
+    )
+    loaded = api.load(run_dir, data_dir=data_dir, prefer="latest")
+    if loaded.step != steps:
+        raise SystemExit(f"{run_dir}: stopped at update {loaded.step}, not {steps} (time budget?)")
+    result.accuracy.append(100.0 * loaded.evaluate("test")["accuracy"])
+    result.minutes.append(float(run.metrics["elapsed"]) / 60.0)
+    result.updates.append(int(run.metrics["step"]))
+    result.params = sum(p.numel() for p in loaded.model.parameters())
+    preds = loaded.predict([c.text for c in contrast]) if contrast else []
+    right = [int(p["label"] == c.label) for p, c in zip(preds, contrast)]
+    if not result.contrast_right:
+        result.contrast_right = [0] * len(contrast)
+    result.contrast_right = [a + b for a, b in zip(result.contrast_right, right)]
+
+
 def _member_log_probs(loaded: Any, split: str) -> tuple[torch.Tensor, torch.Tensor]:
     logits, y = loaded.task.split_logits(loaded.model, split)  # (N, C), (N,)
     return logits.double().log_softmax(-1), y
@@ -229,6 +285,9 @@ def label_of(r: Result) -> str:
     if r.members:
         how = "stacked log-linear pool" if r.pool == "stacked" else "mean probability"
         return f"ensemble, {how} of " + " + ".join(f"`{m}`" for m in r.members)
+    if r.model.endswith("-refit"):
+        base = r.model.removesuffix("-refit")
+        return f"{LABELS.get(base, base)}, refit on train + valid"
     return LABELS.get(r.model, r.model)
 
 
@@ -423,6 +482,11 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
         default="mean",
         help="mean of probabilities, or the log-linear pool fitted on each fold's valid split",
     )
+    p.add_argument(
+        "--refit",
+        action="store_true",
+        help="also refit each fold on train + valid for the chosen epochs (rows <model>-refit)",
+    )
     p.add_argument("overrides", nargs="*", help="key=value for every model; MODEL:key=value")
     args = p.parse_args(argv)
     args.models = [m.strip() for m in args.models.split(",") if m.strip()]
@@ -497,6 +561,7 @@ def main(argv: list[str] | None = None) -> list[Result]:
     results = []
     for model in args.models:
         result, t0 = Result(model, command=command), time.perf_counter()
+        refit = Result(f"{model}-refit", command=command)
         extra = []
         if model == "lstm-lm":
             if args.lm_run:
@@ -521,13 +586,35 @@ def main(argv: list[str] | None = None) -> list[Result]:
                 f"({result.minutes[-1]:.1f} min, {result.updates[-1]} updates)",
                 flush=True,
             )
+            if args.refit:
+                refit_fold(
+                    model,
+                    fold,
+                    args.minutes_per_fold,
+                    [*extra, *overrides_for(model, args.overrides, args.n_folds)],
+                    args.data_dir,
+                    Path(args.runs_dir),
+                    contrast,
+                    refit,
+                    args.verbose,
+                )
+                print(
+                    f"[{refit.model}] fold {fold}: test accuracy {refit.accuracy[-1]:.1f} % "
+                    f"({refit.updates[-1]} updates on train + valid)",
+                    flush=True,
+                )
         result.wall_minutes = (time.perf_counter() - t0) / 60.0
         print(f"[{model}] {result.mean:.1f} ± {result.std:.1f} % over {result.folds} folds")
         results.append(result)
+        if args.refit:
+            refit.wall_minutes = result.wall_minutes
+            print(f"[{refit.model}] {refit.mean:.1f} ± {refit.std:.1f} % over {refit.folds} folds")
+            results.append(refit)
     out = Path(args.out)
     sidecar_path = out.parent / "figures" / "sentiment-mr.json"
     pooled = "ensemble" if args.ensemble_pool == "mean" else "stacked"
-    now = args.models + ([pooled] if args.ensemble else [])
+    now = args.models + [f"{m}-refit" for m in args.models if args.refit]
+    now += [pooled] if args.ensemble else []
     earlier = earlier_results(sidecar_path, now, args.n_folds, contrast)
     if args.ensemble:
         known = {r.model: r for r in earlier + results}

@@ -200,3 +200,28 @@ def test_the_table_shows_the_kept_checkpoints_validation_accuracy():
     assert "| valid acc % |" in rows[0]
     assert "| 75.0 – 77.0 | 78.5 |" in rows[2]
     assert "| 70.0 – 72.0 | — |" in rows[3]
+
+
+def test_refit_trains_on_train_and_valid_for_the_chosen_epochs(tmp_path):
+    from seqlab import api
+
+    data_dir, runs = _mr_folder(tmp_path), tmp_path / "runs"
+    _train_fold(runs, data_dir, "avg", 1, seed=0)  # the selection run
+    selected = api.load(runs / "bench-mr-avg" / "fold-1", data_dir=data_dir)
+    n_train = len(selected.task.splits["train"].ids)
+    n_valid = len(selected.task.splits["valid"].ids)
+    small = ["task.n_folds=3", "train.threads=1", "model.d_embed=8", "model.dropout=0.0"]
+    refit = bench.Result("avg-refit")
+    bench.refit_fold("avg", 1, 1.0, small, str(data_dir), runs, CONTRAST, refit, False)
+    again = api.load(runs / "bench-mr-avg" / "fold-1-refit", data_dir=data_dir, prefer="latest")
+    assert again.config.task_cfg.refit
+    assert again.step == round(selected.step * (n_train + n_valid) / n_train)
+    assert refit.updates == [again.step]
+    train = again.task.splits["train"].texts
+    assert sorted(train) == sorted(
+        selected.task.splits["train"].texts + selected.task.splits["valid"].texts
+    )
+    assert again.task.splits["test"].texts == selected.task.splits["test"].texts  # unseen
+    assert refit.accuracy == [100.0 * again.evaluate("test")["accuracy"]]
+    assert len(refit.contrast_right) == 1
+    assert "averaged embeddings, refit on train + valid" in bench.accuracy_table([refit], 1)

@@ -90,7 +90,11 @@ class ClassifyConfig:
     only; Dai & Le 2015, ``seqlab.models.lm_transfer``); applied after ``embeddings_path``.
     ``char_ngrams``: K > 0 gives the model each word's character n-grams
     (``char_ngram_min`` ≤ n ≤ ``char_ngram_max``, plus the bounded word; K hash buckets);
-    0 = off. Only the ``nbsvm`` model reads them.
+    0 = off. Only the ``nbsvm`` model reads them. ``refit``: train on the training and
+    the validation part together (the vocabulary too) — the second stage of "select, then
+    refit on all non-test data": give ``train.max_steps`` the step a run without refit
+    chose, turn early stopping off and keep the latest checkpoint; ``valid`` metrics are
+    then not held out (benchmarks/classify.py ``--refit``).
     """
 
     data: Literal["mr", "tsv"] = "mr"
@@ -112,6 +116,7 @@ class ClassifyConfig:
     char_ngrams: int = 0
     char_ngram_min: int = 2
     char_ngram_max: int = 5
+    refit: bool = False
 
     def __post_init__(self) -> None:
         if self.data == "tsv" and self.path is None:
@@ -238,6 +243,8 @@ class ClassificationTask(Task):
             raw = {"test": [pairs[i] for i in index["test"]]}
         raw["train"] = [pairs[i] for i in index["train"]]
         raw["valid"] = [pairs[i] for i in index["valid"]]
+        if cfg.refit:  # select-then-refit: the validation part trains too
+            raw["train"] = raw["train"] + raw["valid"]
         if not raw["train"] or not raw["valid"]:
             raise DataError(
                 f"too few examples ({len(pairs)}) for a train and a validation part",
