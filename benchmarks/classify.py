@@ -134,6 +134,18 @@ def preset_path(model: str) -> Path:
     return ROOT / "configs" / f"mr-{model}.yaml"
 
 
+def _train(model: str, run_dir: Path, texts: list[str], data_dir: str | None, verbose: bool) -> Any:
+    """Train the preset of ``model`` with ``texts`` (key=value) into ``run_dir``."""
+    return api.train(
+        preset_path(model),
+        run_dir=run_dir,
+        data_dir=data_dir,
+        overrides=texts,
+        overwrite=True,
+        quiet=not verbose,
+    )
+
+
 def run_fold(
     model: str,
     fold: int,
@@ -148,17 +160,15 @@ def run_fold(
     """Train fold ``fold`` of ``model``, score its test fold and the contrast set."""
     run_dir = runs_dir / f"bench-mr-{model}" / f"fold-{fold}"
     texts = [f"task.fold={fold}", f"train.max_minutes={minutes}", *overrides]
-    run = api.train(
-        preset_path(model),
-        run_dir=run_dir,
-        data_dir=data_dir,
-        overrides=texts,
-        overwrite=True,
-        quiet=not verbose,
-    )
+    run = _train(model, run_dir, texts, data_dir, verbose)
     loaded = api.load(run_dir, data_dir=data_dir)  # best validation accuracy
-    result.accuracy.append(100.0 * loaded.evaluate("test")["accuracy"])
     result.valid_accuracy.append(100.0 * loaded.evaluate("valid")["accuracy"])
+    _score(loaded, run, contrast, result)
+
+
+def _score(loaded: Any, run: Any, contrast: list[ContrastItem], result: Result) -> None:
+    """Append a fold model's test accuracy, minutes, updates and contrast-set hits."""
+    result.accuracy.append(100.0 * loaded.evaluate("test")["accuracy"])
     result.minutes.append(float(run.metrics["elapsed"]) / 60.0)
     result.updates.append(int(run.metrics["step"]))
     result.params = sum(p.numel() for p in loaded.model.parameters())
@@ -169,19 +179,11 @@ def run_fold(
     result.contrast_right = [a + b for a, b in zip(result.contrast_right, right)]
 
 
-def refit_fold(
-    model: str,
-    fold: int,
-    minutes: float,
-    overrides: list[str],
-    data_dir: str | None,
-    runs_dir: Path,
-    contrast: list[ContrastItem],
-    result: Result,
-    verbose: bool,
-) -> None:
-    """Refit fold ``fold`` of ``model`` on train + valid for the epochs its selection run
+def refit_fold(model: str, fold: int, minutes: float, *rest: Any) -> None:
+    """``run_fold``'s arguments (overrides, data_dir, runs_dir, contrast, result, verbose).
+    Refit fold ``fold`` of ``model`` on train + valid for the epochs its selection run
     (``run_fold``'s, already in ``runs_dir``) chose; score the last checkpoint."""
+    overrides, data_dir, runs_dir, contrast, result, verbose = rest
     selected = api.load(runs_dir / f"bench-mr-{model}" / f"fold-{fold}", data_dir=data_dir)
     n_train = len(selected.task.splits["train"].ids)
     n_valid = len(selected.task.splits["valid"].ids)
@@ -196,26 +198,11 @@ def refit_fold(
         "train.max_epochs=null",
         "train.patience=null",
     ]
-    run = api.train(
-        preset_path(model),
-        run_dir=run_dir,
-        data_dir=data_dir,
-        overrides=texts,
-        overwrite=True,
-        quiet=not verbose,
-    )
+    run = _train(model, run_dir, texts, data_dir, verbose)
     loaded = api.load(run_dir, data_dir=data_dir, prefer="latest")
     if loaded.step != steps:
         raise SystemExit(f"{run_dir}: stopped at update {loaded.step}, not {steps} (time budget?)")
-    result.accuracy.append(100.0 * loaded.evaluate("test")["accuracy"])
-    result.minutes.append(float(run.metrics["elapsed"]) / 60.0)
-    result.updates.append(int(run.metrics["step"]))
-    result.params = sum(p.numel() for p in loaded.model.parameters())
-    preds = loaded.predict([c.text for c in contrast]) if contrast else []
-    right = [int(p["label"] == c.label) for p, c in zip(preds, contrast)]
-    if not result.contrast_right:
-        result.contrast_right = [0] * len(contrast)
-    result.contrast_right = [a + b for a, b in zip(result.contrast_right, right)]
+    _score(loaded, run, contrast, result)
 
 
 def _member_log_probs(loaded: Any, split: str) -> tuple[torch.Tensor, torch.Tensor]:
@@ -570,34 +557,20 @@ def main(argv: list[str] | None = None) -> list[Result]:
                 lm_run, result.pretrain = pretrain_lm(args)
             extra = [f"task.init_lm={lm_run}"]
         for fold in range(args.folds):
-            run_fold(
-                model,
-                fold,
-                args.minutes_per_fold,
+            shared = (
                 [*extra, *overrides_for(model, args.overrides, args.n_folds)],
                 args.data_dir,
                 Path(args.runs_dir),
                 contrast,
-                result,
-                args.verbose,
             )
+            run_fold(model, fold, args.minutes_per_fold, *shared, result, args.verbose)
             print(
                 f"[{model}] fold {fold}: test accuracy {result.accuracy[-1]:.1f} % "
                 f"({result.minutes[-1]:.1f} min, {result.updates[-1]} updates)",
                 flush=True,
             )
             if args.refit:
-                refit_fold(
-                    model,
-                    fold,
-                    args.minutes_per_fold,
-                    [*extra, *overrides_for(model, args.overrides, args.n_folds)],
-                    args.data_dir,
-                    Path(args.runs_dir),
-                    contrast,
-                    refit,
-                    args.verbose,
-                )
+                refit_fold(model, fold, args.minutes_per_fold, *shared, refit, args.verbose)
                 print(
                     f"[{refit.model}] fold {fold}: test accuracy {refit.accuracy[-1]:.1f} % "
                     f"({refit.updates[-1]} updates on train + valid)",

@@ -73,6 +73,7 @@ EVALUATION_KEYS = (
     "task.eval_batch_tokens",
     "task.block_unk",
     "task.replace_unk",
+    "task.unk_to_copy",
     "train.threads",
 )
 
@@ -94,10 +95,13 @@ class Row:
     checkpoint: str
     block_unk: bool = False
     replace_unk: bool = False
+    unk_to_copy: bool = False
 
     @property
     def unk_decoding(self) -> str:
         """The table's "<unk> at decode" cell."""
+        if self.unk_to_copy:
+            return "to copies"
         return "blocked" if self.block_unk else "replaced" if self.replace_unk else "allowed"
 
 
@@ -207,6 +211,7 @@ def run_preset(
         checkpoint=f"{loaded.checkpoint.name} (step {loaded.step})",
         block_unk=bool(cfg.task_cfg.block_unk),
         replace_unk=bool(cfg.task_cfg.replace_unk),
+        unk_to_copy=bool(cfg.task_cfg.unk_to_copy),
     )
 
 
@@ -298,7 +303,9 @@ def render_section(
             "p_gen over the decoded steps. <unk> at decode: allowed = the paper's decoding; "
             "blocked = `task.block_unk` (log P(<unk>) = −∞ at every step, so the decoder "
             "writes a vocabulary word or copies); replaced = `task.replace_unk` (each <unk> "
-            "of the output becomes the source word with the most attention at its step). "
+            "of the output becomes the source word with the most attention at its step); "
+            "to copies = `task.unk_to_copy` (at every step P(<unk>) moves to the source "
+            "words outside the target vocabulary, in proportion to their copy probability). "
             "docs/pointer-generator.md explains each column.",
         ]
     )

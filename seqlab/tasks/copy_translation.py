@@ -126,8 +126,10 @@ class CopyTranslationConfig:
     in See et al. 2017, both default off; seqlab.tasks.copy_translation_decode):
     ``block_unk``: log P(<unk>) = −∞ at every decoding step, so the search picks a
     vocabulary word or a copy; ``replace_unk``: each ``<unk>`` left in the output becomes
-    the source word with the highest attention weight at its step (Luong et al. 2015).
-    At most one of the two (with ``block_unk`` there is no ``<unk>`` to replace).
+    the source word with the highest attention weight at its step (Luong et al. 2015);
+    ``unk_to_copy``: at every step ``<unk>``'s probability moves to the source words
+    outside the target vocabulary, in proportion to their copy probabilities. At most one
+    of the three.
 
     ``src_char_ngrams``: K > 0 gives the encoder, besides each source word's embedding,
     the mean of its hashed character n-gram vectors (``char_ngram_min`` ≤ n ≤
@@ -167,6 +169,7 @@ class CopyTranslationConfig:
     eval_batch_tokens: int = 8000
     block_unk: bool = False
     replace_unk: bool = False
+    unk_to_copy: bool = False
     src_char_ngrams: int = 0
     char_ngram_min: int = 3
     char_ngram_max: int = 5
@@ -198,7 +201,7 @@ class CopyTranslationConfig:
                 raise ValueError(f"task.{name} must be >= 0 (0 = all)")
         if self.max_train_examples is not None and self.max_train_examples < 1:
             raise ValueError("task.max_train_examples must be >= 1 or null")
-        for name in ("block_unk", "replace_unk", "src_word_stats"):
+        for name in ("block_unk", "replace_unk", "unk_to_copy", "src_word_stats"):
             if not isinstance(getattr(self, name), bool):
                 raise ValueError(f"task.{name} must be true or false, got {getattr(self, name)!r}")
         if self.src_char_ngrams < 0:
@@ -210,10 +213,10 @@ class CopyTranslationConfig:
                 "task.char_ngram_min / char_ngram_max: need 1 <= min <= max, got "
                 f"{self.char_ngram_min} / {self.char_ngram_max}"
             )
-        if self.block_unk and self.replace_unk:
+        if self.block_unk + self.replace_unk + self.unk_to_copy > 1:
             raise ValueError(
-                "task.block_unk and task.replace_unk: choose one (with block_unk the output "
-                "has no <unk> to replace)"
+                "task.block_unk, task.replace_unk and task.unk_to_copy: choose one (each "
+                "decides what becomes of <unk>)"
             )
 
 
@@ -399,9 +402,11 @@ class CopyTranslationTask(Task):
     def _decode(
         self, model: nn.Module, examples: Sequence[CopyExample], settings: SearchSettings
     ) -> list[tuple[list[int], float]]:
-        """``decode_copy`` with the config's ``block_unk`` / ``replace_unk``."""
+        """``decode_copy`` with the config's ``block_unk`` / ``replace_unk`` /
+        ``unk_to_copy``."""
         cfg = self.cfg
-        return decode_copy(model, examples, settings, cfg.block_unk, cfg.replace_unk)
+        to_copy = len(self.tgt_vocab) if cfg.unk_to_copy else None
+        return decode_copy(model, examples, settings, cfg.block_unk, cfg.replace_unk, to_copy)
 
     @torch.no_grad()
     def evaluate(self, model: nn.Module, split: str = "valid") -> dict[str, float]:
@@ -494,7 +499,10 @@ class CopyTranslationTask(Task):
         model.eval()
         try:
             settings = self._settings(beam)
-            ((ids, _),) = decode_copy(model, [example], settings, block_unk=self.cfg.block_unk)
+            to_copy = len(self.tgt_vocab) if self.cfg.unk_to_copy else None
+            ((ids, _),) = decode_copy(
+                model, [example], settings, self.cfg.block_unk, unk_to_copy_vocab=to_copy
+            )
             device = model_device(model)
             src = torch.tensor([example.src_ids], device=device)  # (1, S)
             src_ext = torch.tensor([example.src_ext], device=device)  # (1, S)

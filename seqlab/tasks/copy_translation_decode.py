@@ -1,5 +1,5 @@
 """Decoding for the copy_translation task: greedy or beam search over the extended
-vocabulary, and two decode-time treatments of ``<unk>`` (docs/pointer-generator.md, "Why
+vocabulary, and three decode-time treatments of ``<unk>`` (docs/pointer-generator.md, "Why
 copying is low, and `<unk>` at decode time").
 
 With a 2,000-word target vocabulary the model attends to the right source word but often
@@ -13,10 +13,15 @@ and the teacher-forced loss / ppl are untouched):
 - ``replace_unk`` (``replace_unk_by_attention``): after decoding, each ``<unk>`` left in
   the output is replaced by the source word with the highest attention weight at that
   step (Luong et al. 2015, §3.3; Jean et al. 2015).
+- ``unk_to_copy`` (``UnkToCopyDecoder``): at every step, before the search chooses, the
+  mass of ``<unk>`` moves to the source words outside the target vocabulary, shared in
+  proportion to their copy probabilities — the in-search form of ``replace_unk``, so a
+  word's generated-``<unk>`` and copy masses add up instead of competing (``unk_to_copy``).
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from typing import Any
 
@@ -34,10 +39,12 @@ from seqlab.tasks.translation_eval import SearchSettings, batch_limits, plan_bat
 
 __all__ = [
     "UnkBlockedDecoder",
+    "UnkToCopyDecoder",
     "decode_copy",
     "forbid_unk",
     "model_device",
     "replace_unk_by_attention",
+    "unk_to_copy",
 ]
 
 
@@ -80,6 +87,53 @@ class UnkBlockedDecoder:
         return forbid_unk(log_p, self.unk_id), state
 
 
+def unk_to_copy(log_p: Tensor, vocab_size: int, unk_id: int = UNK_ID) -> Tensor:
+    """``unk_to_copy``: ``<unk>``'s probability moved onto the copy ids, not in See et al.
+
+    The target ``<unk>`` stands for "a word outside the target vocabulary", and the only
+    such words the model can write are the source's, the extended ids k ≥ V, whose
+    probability is their copy mass P(k) = (1 − p_gen)·Σ_{i: x_i = k} a_i. With
+    M = Σ_{k ≥ V} P(k) (the copy mass on all of them):
+
+        P'(k) = P(k) · (1 + P(<unk>) / M)   for k ≥ V,     P'(<unk>) = 0,
+
+    the other ids unchanged: Σ P' = Σ P, and the share of ``<unk>`` each source word gets is
+    its share of the attention on such words. A row with none (M = 0: every extended id at
+    the model's floor, log P = log(tiny), seqlab.models.pointer_generator) just loses
+    ``<unk>``, as with ``forbid_unk``; the searches renormalise it. In log space:
+    log P'(k) = log P(k) + log1p(P(<unk>) / M).
+
+    Shapes: log_p (B, V + n_oov) -> (B, V + n_oov)
+    """
+    floor = math.log(torch.finfo(log_p.dtype).tiny)
+    copy = log_p[:, vocab_size:]  # (B, n_oov)
+    real = copy > floor  # (B, n_oov)  an id of this row's source
+    mass = copy.exp().masked_fill(~real, 0.0).sum(-1, keepdim=True)  # (B, 1)  M
+    p_unk = log_p[:, unk_id : unk_id + 1].exp()  # (B, 1)
+    gain = torch.log1p(p_unk / mass.clamp_min(torch.finfo(log_p.dtype).tiny))  # (B, 1)
+    out = log_p.clone()
+    out[:, vocab_size:] = torch.where(real, copy + gain, copy)  # (B, n_oov)
+    out[:, unk_id] = float("-inf")
+    return out
+
+
+class UnkToCopyDecoder(UnkBlockedDecoder):
+    """``unk_to_copy``: the wrapped decoder's ``step`` with ``<unk>``'s mass moved onto the
+    source words outside the target vocabulary (``unk_to_copy``) at every step.
+
+    Shapes: step(y_prev (B,), state) -> log P (B, V + n_oov) with column ``unk_id`` −∞,
+    state
+    """
+
+    def __init__(self, decoder: StepDecoder, vocab_size: int, unk_id: int = UNK_ID) -> None:
+        super().__init__(decoder, unk_id)
+        self.vocab_size = vocab_size
+
+    def step(self, y_prev: Tensor, state: Any) -> tuple[Tensor, Any]:
+        log_p, state = self.decoder.step(y_prev, state)  # (B, V')
+        return unk_to_copy(log_p, self.vocab_size, self.unk_id), state
+
+
 def replace_unk_by_attention(
     ids: Sequence[int], attention: Tensor, src_ext: Sequence[int]
 ) -> list[int]:
@@ -108,6 +162,7 @@ def decode_copy(
     settings: SearchSettings,
     block_unk: bool = False,
     replace_unk: bool = False,
+    unk_to_copy_vocab: int | None = None,
 ) -> list[tuple[list[int], float]]:
     """Decode each example with greedy (beam 1) or beam search over the extended
     vocabulary; returns, in input order, (extended ids without EOS, mean p_gen of its
@@ -115,13 +170,16 @@ def decode_copy(
     token budget (``plan_batches``), each row with its own limit ⌊a·|x| + b⌋
     (``batch_limits``). ``block_unk``: the search never emits ``<unk>`` (``UnkBlockedDecoder``);
     ``replace_unk``: each ``<unk>`` of the output becomes its most-attended source word
-    (``replace_unk_by_attention``; p_gen is that of the decoded steps).
+    (``replace_unk_by_attention``; p_gen is that of the decoded steps);
+    ``unk_to_copy_vocab`` V: ``<unk>``'s mass goes to the copies (``UnkToCopyDecoder``).
 
     Shapes (per batch): src, src_ext (B, S); per-row max_len (B,); greedy tokens (B, T);
     beam tokens (B, 1, T).
     """
     device = model_device(model)
     decoder = UnkBlockedDecoder(model) if block_unk else model
+    if unk_to_copy_vocab is not None:
+        decoder = UnkToCopyDecoder(model, unk_to_copy_vocab)
     out: list[tuple[list[int], float] | None] = [None] * len(examples)
     n_src = [len(e.src_ids) - 1 for e in examples]  # without the source EOS
     for batch in plan_batches(n_src, settings):
