@@ -53,7 +53,7 @@ def test_reuse_scores_the_saved_run_with_the_overrides(trained_run, tmp_path):
     common = ["--reuse", "--variants", "plain", "--runs-dir", str(trained_run), "--out", str(out)]
     (plain,) = bench.main(common)
     assert not plain.block_unk and plain.unk_decoding == "allowed"
-    (row,) = bench.main([*common, "task.block_unk=true"])
+    (row,) = bench.main([*common, "task.unk_to_copy=false", "task.block_unk=true"])
     assert row.block_unk and row.unk_decoding == "blocked" and row.metrics["unk"] == 0.0
     assert row.updates == plain.updates == 3  # nothing trained again
     text = out.read_text()
@@ -64,3 +64,6 @@ def test_reuse_scores_the_saved_run_with_the_overrides(trained_run, tmp_path):
     assert sidecar["reuse"] is True and sidecar["rows"][0]["block_unk"] is True
     saved = api.load(trained_run / f"bench-{bench.PRESETS['plain']}")
     assert saved.config.task_cfg.block_unk is False  # the run's own config is untouched
+    (moved,) = bench.main([*common, "task.unk_to_copy=true"])
+    assert moved.unk_to_copy and moved.unk_decoding == "to copies" and moved.metrics["unk"] == 0.0
+    assert "| 2 | to copies |" in out.read_text()

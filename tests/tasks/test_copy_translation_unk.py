@@ -216,8 +216,9 @@ def test_config_validates_the_unk_options():
         CopyTranslationConfig(block_unk=True, replace_unk=True)
     for preset in ("multi30k-pointer-generator", "multi30k-pointer-generator-coverage"):
         path = CONFIGS / f"{preset}.yaml"
-        assert api.resolve_config(path).task_cfg.block_unk is True  # the presets' choice
-        off = api.resolve_config(path, ["task.block_unk=false", "task.replace_unk=true"])
+        assert api.resolve_config(path).task_cfg.unk_to_copy is True  # the presets' choice
+        assert api.resolve_config(path).task_cfg.block_unk is False
+        off = api.resolve_config(path, ["task.unk_to_copy=false", "task.replace_unk=true"])
         assert off.task_cfg.block_unk is False and off.task_cfg.replace_unk is True
 
 
