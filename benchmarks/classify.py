@@ -219,20 +219,27 @@ def ensemble(
     earlier: dict[str, Result],
     command: str,
     pool: str = "mean",
+    refit: bool = False,
 ) -> Result:
     """Combine the members' fold-k models (saved by earlier runs in ``runs_dir``) on fold
     k's test part and on the contrast set; no training. ``pool``: ``mean`` averages the
     class probabilities; ``stacked`` fits the log-linear pool of seqlab.eval.ensemble on
     fold k's validation split (which the members early-stopped on, never the test fold)
-    and applies it. Minutes and updates per fold are the members' sums (their results)."""
-    name = "ensemble" if pool == "mean" else "stacked"
+    and applies it. ``refit``: the test and contrast predictions come from the members'
+    refit runs (``fold-<k>-refit``, last checkpoint; ``--refit``), the pool's validation
+    predictions still from the runs that held the validation part out. Minutes and
+    updates per fold are the members' sums (their results)."""
+    name = ("ensemble" if pool == "mean" else "stacked") + ("-refit" if refit else "")
     result = Result(name, command=command, members=list(members), pool=pool)
     result.contrast_right = [0] * len(contrast)
     for fold in range(folds):
         test, valid, contrast_lp, gold, labels = [], [], [], None, None
         for m in members:
             run_dir = runs_dir / f"bench-mr-{m}" / f"fold-{fold}"
-            loaded = api.load(run_dir, data_dir=data_dir)
+            held_out = loaded = api.load(run_dir, data_dir=data_dir)
+            if refit:
+                run_dir = run_dir.with_name(f"fold-{fold}-refit")
+                loaded = api.load(run_dir, data_dir=data_dir, prefer="latest")
             lp, y = _member_log_probs(loaded, "test")
             if gold is None:
                 gold, labels = y, loaded.task.labels
@@ -240,7 +247,7 @@ def ensemble(
                 raise SystemExit(f"{run_dir}: not the same test fold as {members[0]}'s")
             test.append(lp)
             if pool == "stacked":
-                valid.append(_member_log_probs(loaded, "valid"))
+                valid.append(_member_log_probs(held_out, "valid"))
             if fold == 0:
                 result.params += sum(p.numel() for p in loaded.model.parameters())
             if contrast:
@@ -259,7 +266,8 @@ def ensemble(
             hyp = [labels[i] for i in combine(torch.stack(contrast_lp)).argmax(-1).tolist()]
             right = [int(h == c.label) for h, c in zip(hyp, contrast)]
             result.contrast_right = [a + b for a, b in zip(result.contrast_right, right)]
-        found = [earlier[m] for m in members if m in earlier and len(earlier[m].minutes) > fold]
+        runs = [m + ("-refit" if refit else "") for m in members]
+        found = [earlier[m] for m in runs if m in earlier and len(earlier[m].minutes) > fold]
         result.minutes.append(sum(r.minutes[fold] for r in found))
         result.updates.append(sum(r.updates[fold] for r in found))
     return result
@@ -271,7 +279,8 @@ def ensemble(
 def label_of(r: Result) -> str:
     if r.members:
         how = "stacked log-linear pool" if r.pool == "stacked" else "mean probability"
-        return f"ensemble, {how} of " + " + ".join(f"`{m}`" for m in r.members)
+        which = " (refit runs)" if r.model.endswith("-refit") else ""
+        return f"ensemble, {how} of " + " + ".join(f"`{m}`" for m in r.members) + which
     if r.model.endswith("-refit"):
         base = r.model.removesuffix("-refit")
         return f"{LABELS.get(base, base)}, refit on train + valid"
@@ -394,7 +403,15 @@ def render_section(
         f"{args.n_folds}-fold cross-validation (seeded, stratified; `seqlab.data.mr.kfold`), "
         "each fold scored with the checkpoint of best validation accuracy (10 % of the other "
         "folds). Random embeddings unless the preset or the command sets "
-        "`task.embeddings_path` (`kim-cnn-sgns`) or `task.init_lm` (`lstm-lm`).",
+        "`task.embeddings_path` (`kim-cnn-sgns`) or `task.init_lm` (`lstm-lm`)."
+        + (
+            " Rows ending `-refit` (`--refit`): each fold trained again on training + "
+            "validation for as many epochs as its checkpoint above had seen, early stopping "
+            "off, last checkpoint scored; a `-refit` ensemble combines those runs, its "
+            "stacked pool fitted on the validation predictions of the runs that held it out."
+            if any(r.model.endswith("-refit") for r in results)
+            else ""
+        ),
         "",
         accuracy_table(results, args.n_folds),
         "",
@@ -468,6 +485,11 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
         choices=("mean", "stacked"),
         default="mean",
         help="mean of probabilities, or the log-linear pool fitted on each fold's valid split",
+    )
+    p.add_argument(
+        "--ensemble-refit",
+        action="store_true",
+        help="combine the members' refit runs (--refit); the stacked pool is fitted as before",
     )
     p.add_argument(
         "--refit",
@@ -586,6 +608,7 @@ def main(argv: list[str] | None = None) -> list[Result]:
     out = Path(args.out)
     sidecar_path = out.parent / "figures" / "sentiment-mr.json"
     pooled = "ensemble" if args.ensemble_pool == "mean" else "stacked"
+    pooled += "-refit" if args.ensemble_refit else ""
     now = args.models + [f"{m}-refit" for m in args.models if args.refit]
     now += [pooled] if args.ensemble else []
     earlier = earlier_results(sidecar_path, now, args.n_folds, contrast)
@@ -601,6 +624,7 @@ def main(argv: list[str] | None = None) -> list[Result]:
             known,
             command,
             args.ensemble_pool,
+            args.ensemble_refit,
         )
         result.wall_minutes = (time.perf_counter() - t0) / 60.0
         print(f"[{pooled}] {result.mean:.1f} ± {result.std:.1f} % over {result.folds} folds")

@@ -225,3 +225,43 @@ def test_refit_trains_on_train_and_valid_for_the_chosen_epochs(tmp_path):
     assert refit.accuracy == [100.0 * again.evaluate("test")["accuracy"]]
     assert len(refit.contrast_right) == 1
     assert "averaged embeddings, refit on train + valid" in bench.accuracy_table([refit], 1)
+
+
+def test_the_refit_stack_fits_on_the_held_out_runs_and_scores_the_refit_runs(tmp_path):
+    import torch
+
+    from seqlab import api
+    from seqlab.eval.ensemble import fit_log_linear_pool
+
+    data_dir, runs, known = _two_members(tmp_path)
+    small = ["task.n_folds=3", "train.threads=1", "model.d_embed=8", "model.dropout=0.0"]
+    for name in ("a", "b"):
+        for fold in range(2):  # the refit runs of members "a" and "b" (preset mr-avg)
+            selected = api.load(runs / f"bench-mr-{name}" / f"fold-{fold}", data_dir=data_dir)
+            overrides = [*small, "task.refit=true", f"train.max_steps={selected.step + 2}"]
+            api.train(
+                bench.ROOT / "configs" / "mr-avg.yaml",
+                run_dir=runs / f"bench-mr-{name}" / f"fold-{fold}-refit",
+                data_dir=data_dir,
+                overrides=[f"task.fold={fold}", *overrides, "train.patience=null"],
+                quiet=True,
+            )
+    stacked = bench.ensemble(["a", "b"], 2, runs, str(data_dir), [], known, "c", "stacked")
+    ens = bench.ensemble(["a", "b"], 2, runs, str(data_dir), [], known, "c", "stacked", True)
+    assert ens.model == "stacked-refit" and ens.weights == stacked.weights  # same pool fit
+    for fold in range(2):
+        valid, test = [], []
+        for name in ("a", "b"):
+            held = api.load(runs / f"bench-mr-{name}" / f"fold-{fold}", data_dir=data_dir)
+            refit = api.load(
+                runs / f"bench-mr-{name}" / f"fold-{fold}-refit", data_dir=data_dir, prefer="latest"
+            )
+            assert refit.config.task_cfg.refit and not held.config.task_cfg.refit
+            logits, y = held.task.split_logits(held.model, "valid")
+            valid.append((logits.double().log_softmax(-1), y))
+            logits, gold = refit.task.split_logits(refit.model, "test")
+            test.append(logits.double().log_softmax(-1))
+        pool = fit_log_linear_pool(torch.stack([v for v, _ in valid]), valid[0][1])
+        s = pool.logits(torch.stack(test))
+        assert ens.accuracy[fold] == 100.0 * float((s.argmax(-1) == gold).float().mean())
+    assert "(refit runs)" in bench.accuracy_table([ens], 2)
