@@ -22,8 +22,9 @@ Pipeline (docs/pointer-generator.md):
    same sentence; ``ref_repeat_trigram`` the same for the references), ``unk`` (% of
    output tokens that are ``<unk>``) and ``p_gen`` (mean p_gen of the decoded steps).
    Decoding (seqlab.tasks.copy_translation_decode) may forbid ``<unk>`` (``block_unk``)
-   or replace each ``<unk>`` by its most-attended source word (``replace_unk``); both
-   are decode-time options, off by default (See et al. decode without them).
+   or replace each ``<unk>`` by its most-attended source word (``replace_unk``) or move
+   its probability onto the copies at every step (``unk_to_copy``); all are decode-time
+   options, off by default (See et al. decode without them; the presets set unk_to_copy).
 """
 
 from __future__ import annotations
@@ -122,8 +123,8 @@ class CopyTranslationConfig:
     dropped. ``valid_bleu_sentences``: decode only the first N valid sentences (0 = all);
     ``test_sentences``: the same for every other split (0 = all; for smoke tests).
 
-    Decode-time treatment of ``<unk>`` (evaluation, ``translate``, ``explain``; neither is
-    in See et al. 2017, both default off; seqlab.tasks.copy_translation_decode):
+    Decode-time treatment of ``<unk>`` (evaluation, ``translate``, ``explain``; none is
+    in See et al. 2017, all default off; seqlab.tasks.copy_translation_decode):
     ``block_unk``: log P(<unk>) = −∞ at every decoding step, so the search picks a
     vocabulary word or a copy; ``replace_unk``: each ``<unk>`` left in the output becomes
     the source word with the highest attention weight at its step (Luong et al. 2015);
