@@ -179,11 +179,19 @@ def _score(loaded: Any, run: Any, contrast: list[ContrastItem], result: Result) 
     result.contrast_right = [a + b for a, b in zip(result.contrast_right, right)]
 
 
-def refit_fold(model: str, fold: int, minutes: float, *rest: Any) -> None:
-    """``run_fold``'s arguments (overrides, data_dir, runs_dir, contrast, result, verbose).
-    Refit fold ``fold`` of ``model`` on train + valid for the epochs its selection run
+def refit_fold(  # the same arguments as run_fold
+    model: str,
+    fold: int,
+    minutes: float,
+    overrides: list[str],
+    data_dir: str | None,
+    runs_dir: Path,
+    contrast: list[ContrastItem],
+    result: Result,
+    verbose: bool,
+) -> None:
+    """Refit fold ``fold`` of ``model`` on train + valid for the epochs its selection run
     (``run_fold``'s, already in ``runs_dir``) chose; score the last checkpoint."""
-    overrides, data_dir, runs_dir, contrast, result, verbose = rest
     selected = api.load(runs_dir / f"bench-mr-{model}" / f"fold-{fold}", data_dir=data_dir)
     n_train = len(selected.task.splits["train"].ids)
     n_valid = len(selected.task.splits["valid"].ids)
@@ -236,7 +244,10 @@ def ensemble(
         test, valid, contrast_lp, gold, labels = [], [], [], None, None
         for m in members:
             run_dir = runs_dir / f"bench-mr-{m}" / f"fold-{fold}"
-            held_out = loaded = api.load(run_dir, data_dir=data_dir)
+            held_out = None  # the run that held the validation part out: needed unless
+            if pool == "stacked" or not refit:  # a mean pool of refit runs alone is scored
+                held_out = api.load(run_dir, data_dir=data_dir)
+            loaded = held_out
             if refit:
                 run_dir = run_dir.with_name(f"fold-{fold}-refit")
                 loaded = api.load(run_dir, data_dir=data_dir, prefer="latest")

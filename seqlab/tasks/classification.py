@@ -264,14 +264,16 @@ class ClassificationTask(Task):
         """Word ids of ``text``; a text without words becomes one ``<unk>``."""
         return self.vocab.encode(self.tokenize(text)) or [UNK_ID]
 
-    def text_grams(self, text: str) -> list[tuple[int, ...]] | None:
-        """Each word's character n-gram ids (one entry per id of :meth:`encode_text`), or
-        None without ``char_ngrams``."""
+    def texts_grams(self, texts: list[str]) -> list[list[tuple[int, ...]]] | None:
+        """Per text, each word's character n-gram ids (one entry per id of
+        :meth:`encode_text`); None without ``char_ngrams``."""
         cfg = self.cfg
         if not cfg.char_ngrams:
             return None
         n_min, n_max, buckets = cfg.char_ngram_min, cfg.char_ngram_max, cfg.char_ngrams
-        return [gram_ids(w, n_min, n_max, buckets) for w in self.tokenize(text)] or [()]
+        return [
+            [gram_ids(w, n_min, n_max, buckets) for w in self.tokenize(t)] or [()] for t in texts
+        ]
 
     def _encode(self, pairs: list[tuple[str, str]], split: str) -> _Split:
         index = {label: i for i, label in enumerate(self.labels)}
@@ -284,8 +286,7 @@ class ClassificationTask(Task):
         texts = [t for t, _ in pairs]
         ids = [self.encode_text(t) for t in texts]
         y = [index[label] for _, label in pairs]
-        grams = [self.text_grams(t) for t in texts] if self.cfg.char_ngrams else None
-        return _Split(texts, ids, y, grams)
+        return _Split(texts, ids, y, self.texts_grams(texts))
 
     def tokenizer_state(self) -> dict[str, Any]:
         return {"vocab": self.vocab.to_dict(), "labels": list(self.labels)}
@@ -466,8 +467,7 @@ class ClassificationTask(Task):
         model.eval()
         try:
             ids = [self.encode_text(t) for t in texts]
-            grams = [self.text_grams(t) for t in texts] if self.cfg.char_ngrams else None
-            probs = torch.softmax(self._logits(model, ids, grams), -1)  # (N, C)
+            probs = torch.softmax(self._logits(model, ids, self.texts_grams(texts)), -1)  # (N, C)
         finally:
             model.train(was_training)
         out = []

@@ -176,6 +176,8 @@ def decode_copy(
     Shapes (per batch): src, src_ext (B, S); per-row max_len (B,); greedy tokens (B, T);
     beam tokens (B, 1, T).
     """
+    if block_unk + replace_unk + (unk_to_copy_vocab is not None) > 1:
+        raise ValueError("decode_copy: block_unk, replace_unk and unk_to_copy: choose one")
     device = model_device(model)
     decoder = UnkBlockedDecoder(model) if block_unk else model
     if unk_to_copy_vocab is not None:

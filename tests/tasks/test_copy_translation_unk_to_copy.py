@@ -91,6 +91,8 @@ def test_config_allows_one_unk_option():
         CopyTranslationConfig(replace_unk=True, unk_to_copy=True)
     with pytest.raises(ValueError, match="unk_to_copy must be true or false"):
         CopyTranslationConfig(unk_to_copy=1)
+    with pytest.raises(ValueError, match="choose one"):  # the function refuses it too
+        decode_copy(seeded_model(), examples(), settings(1), block_unk=True, unk_to_copy_vocab=11)
 
 
 def test_task_applies_unk_to_copy(files):  # noqa: F811
