@@ -1,4 +1,5 @@
-"""Beam search with and without copying the static decoder state at every reorder.
+"""Beam search with and without copying the static decoder state (every reorder, and the
+expansion to K hypotheses).
 
     OMP_NUM_THREADS=1 python benchmarks/decode_static_state.py [--models transformer,bahdanau]
         [--sentences 64] [--batch 32] [--beam 5] [--new-tokens 30] [--reps 5]
@@ -10,24 +11,29 @@ vocabulary 8,000; the Transformer is d 256, 3 + 3 layers), the workload of
 ``--batch``, exactly ``--new-tokens`` tokens per sentence (EOS forbidden until then), beam
 ``--beam``, α 0.6, through ``benchmarks/peers_decode.py``'s ``decode_rep``.
 
-Two variants per model, in this one process, interleaved (the order alternates every
+Three variants per model, in this one process, interleaved (the order rotates every
 repetition), one thread:
 
 - ``full``: inside ``seqlab.decode.state.full_reorder()``, every reorder copies the whole
   state, static fields included (seqlab before ``static_field``);
-- ``skip``: the library's default: beam search's within-input reorder leaves the static
-  fields (cross-attention K/V, encoder annotations, Uₐh, masks) in place.
+- ``skip``: inside ``seqlab.decode.state.unshared()``: beam search's within-input reorder
+  leaves the static fields (cross-attention K/V, encoder annotations, Uₐh, masks) in
+  place, but the expansion to B·K rows copies them K times (docs/perf-notes.md §12);
+- ``share``: the library's default: as ``skip``, and the expansion keeps one
+  cross-attention K/V row per input, read by its K hypotheses (``KVCache.group``,
+  docs/perf-notes.md §15; only the Transformer has such a field).
 
 Printed per variant, median over ``--reps``: ms per decoder step (wall and process CPU
 time, steps = batches × new tokens), of which inside ``reorder_state``, sentences/s, and
-the speed-up as the median over repetitions of full time / skip time (the two runs of a
-repetition are back to back, so slow drift of a shared machine cancels).
-The 1-best tokens of the two variants are checked to be identical.
+the speed-up as the median over repetitions of full time / the variant's time (the runs
+of a repetition are back to back, so slow drift of a shared machine cancels).
+The 1-best tokens of every variant are checked to be identical to ``full``'s.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import statistics
 import sys
 import time
@@ -43,7 +49,7 @@ from benchmarks import peers_decode as pdec  # noqa: E402
 from benchmarks import peers_models as pm  # noqa: E402
 from seqlab.data.vocab import PAD_ID  # noqa: E402
 from seqlab.decode import beam as beam_module  # noqa: E402
-from seqlab.decode.state import full_reorder, reorder_state  # noqa: E402
+from seqlab.decode.state import full_reorder, reorder_state, unshared  # noqa: E402
 from seqlab.registry import MODELS  # noqa: E402
 from seqlab.run_config import resolve_run  # noqa: E402
 
@@ -73,56 +79,58 @@ class ReorderClock:
         return out
 
 
-def timed(run: Callable[[], int], full: bool, clock: ReorderClock) -> tuple[float, float, float]:
+VARIANTS = ("full", "skip", "share")
+
+
+def variant(name: str) -> contextlib.AbstractContextManager:
+    """The context a variant runs in (module docstring)."""
+    return {"full": full_reorder, "skip": unshared}.get(name, contextlib.nullcontext)()
+
+
+def timed(run: Callable[[], int], name: str, clock: ReorderClock) -> tuple[float, float, float]:
     """One repetition: (wall s, process CPU s, s inside reorder_state)."""
     clock.seconds = 0.0
     w0, c0 = time.perf_counter(), time.process_time()
-    if full:
-        with full_reorder():
-            run()
-    else:
+    with variant(name):
         run()
     return time.perf_counter() - w0, time.process_time() - c0, clock.seconds
 
 
-def one_best(model: nn.Module, batches, beam: int, n_new: int, full: bool) -> list[torch.Tensor]:
-    with torch.no_grad():
-        if full:
-            with full_reorder():
-                return [pdec.seqlab_decode(model, s, m, beam, n_new) for s, m in batches]
+def one_best(model: nn.Module, batches, beam: int, n_new: int, name: str) -> list[torch.Tensor]:
+    with torch.no_grad(), variant(name):
         return [pdec.seqlab_decode(model, s, m, beam, n_new) for s, m in batches]
 
 
 def measure(name: str, args: argparse.Namespace, batches, clock: ReorderClock) -> list[str]:
-    """Markdown rows for one model: full vs skip."""
+    """Markdown rows for one model: full, skip, share."""
     model = build(name)
-    same = all(
-        torch.equal(a, b)
-        for a, b in zip(
-            one_best(model, batches, args.beam, args.new_tokens, True),
-            one_best(model, batches, args.beam, args.new_tokens, False),
-        )
-    )
+    best = {v: one_best(model, batches, args.beam, args.new_tokens, v) for v in VARIANTS}
+    same = {
+        v: all(torch.equal(a, b) for a, b in zip(best["full"], best[v], strict=True))
+        for v in VARIANTS
+    }
     run = pdec.decode_rep("seqlab", model, batches, args.beam, args.new_tokens, args.precision)
     run()  # warm-up
-    times: dict[bool, list[tuple[float, float, float]]] = {True: [], False: []}
+    times: dict[str, list[tuple[float, float, float]]] = {v: [] for v in VARIANTS}
     for r in range(args.reps):
-        for full in (True, False) if r % 2 == 0 else (False, True):
-            times[full].append(timed(run, full, clock))
-        full_s, skip_s = times[True][-1][0], times[False][-1][0]
-        print(f"  {name} rep {r + 1}: full {full_s:.2f}s, skip {skip_s:.2f}s")
+        order = VARIANTS[r % 3 :] + VARIANTS[: r % 3]
+        for v in order:
+            times[v].append(timed(run, v, clock))
+        print(
+            f"  {name} rep {r + 1}: " + ", ".join(f"{v} {times[v][-1][0]:.2f}s" for v in VARIANTS)
+        )
     steps = len(batches) * args.new_tokens
     n = sum(src.size(0) for src, _ in batches)
-    # Paired: repetition r of both variants ran back to back, so drift cancels in the ratio.
-    paired = statistics.median(f[0] / s[0] for f, s in zip(times[True], times[False]))
     rows = []
-    for full in (True, False):
-        wall, cpu, reorder = (statistics.median(x[i] for x in times[full]) for i in range(3))
-        speedup = "1" if full else f"{paired:.2f}"
+    for v in VARIANTS:
+        wall, cpu, reorder = (statistics.median(x[i] for x in times[v]) for i in range(3))
+        # Paired: the variants of repetition r ran back to back, so drift cancels.
+        paired = statistics.median(f[0] / s[0] for f, s in zip(times["full"], times[v]))
+        speedup = "1" if v == "full" else f"{paired:.2f}"
         rows.append(
-            f"| {name} | {'full' if full else 'skip'} | {1000 * wall / steps:.1f} | "
+            f"| {name} | {v} | {1000 * wall / steps:.1f} | "
             f"{1000 * cpu / steps:.1f} | {1000 * reorder / steps:.2f} | {n / wall:.1f} "
-            f"| {speedup} | {'yes' if same else 'NO'} |"
+            f"| {speedup} | {'yes' if same[v] else 'NO'} |"
         )
     return rows
 
@@ -148,8 +156,8 @@ def main(argv: list[str] | None = None) -> list[str]:
         f"{args.new_tokens} new tokens, {args.precision}, {args.reps} reps, 1 thread"
     )
     rows = [
-        "| model | reorder | ms / step (wall) | ms / step (CPU) | of which reorder (ms) "
-        "| sentences / s (wall) | speed-up (median of paired reps) | same 1-best |",
+        "| model | static state | ms / step (wall) | ms / step (CPU) | of which reorder (ms) "
+        "| sentences / s (wall) | speed-up vs full (median of paired reps) | same 1-best |",
         "|---|---|---:|---:|---:|---:|---:|---|",
     ]
     for name in args.models.split(","):

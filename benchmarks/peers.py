@@ -290,8 +290,14 @@ def machine() -> str:
 
 def run(plan: Plan, log: Callable[[str], None] = print) -> dict[str, Any]:
     """Measure everything in ``plan``; returns the JSON record (rows, ratios, checks)."""
-    log("[peak] matmul fp32 / bf16")
-    peak_t = matmul_peak(plan.peak_n, plan.peak_reps, log=log)
+    # The MFU denominators: only the precisions that training / the RNN rows use.
+    mfu_precisions = plan.precisions if {"train", "rnn"} & set(plan.sections) else ()
+    log(f"[peak] matmul {' / '.join(mfu_precisions) or '(not needed)'}")
+    peak_t = (
+        matmul_peak(plan.peak_n, plan.peak_reps, log=log, precisions=mfu_precisions)
+        if mfu_precisions
+        else {}
+    )
     peak = {k: t.rate / 1e9 for k, t in peak_t.items()}
     record: dict[str, Any] = {"peak": {**peak, "n": plan.peak_n}, "rows": [], "checks": []}
     if "train" in plan.sections:

@@ -123,10 +123,12 @@ def ratios_table(items: list[dict[str, Any]]) -> str:
 
 
 def peak_line(peak: dict[str, float]) -> str:
+    rates = [f"{p} {peak[p]:,.0f} GFLOP/s" for p in ("fp32", "bf16") if p in peak]
+    if not rates:
+        return "Matmul peak: not measured (no training or RNN rows, so no MFU)."
     return (
         f"Matmul peak measured in the same run ({peak['n']}×{peak['n']} `torch.matmul`, "
-        f"median): fp32 {peak['fp32']:,.0f} GFLOP/s, bf16 {peak['bf16']:,.0f} GFLOP/s "
-        "(the MFU denominators, per precision)."
+        f"median): {', '.join(rates)} (the MFU denominators, per precision)."
     )
 
 

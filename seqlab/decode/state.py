@@ -23,6 +23,12 @@ so selecting rows within the block returns the tensor it was given. Every other 
 (``repeat_rows``, scoring n-best lists, anything that moves rows across inputs) uses the
 default full reorder, which copies static fields like any other. ``full_reorder()``
 turns the skip off (tests and benchmarks compare both).
+
+Shared static fields. ``repeat_rows`` (B -> B·K) does not even copy a static field whose
+value has a ``grouped(times)`` method (the Transformer's cross-attention ``KVCache``): it
+keeps one row per input and records that rows b·K … b·K + K − 1 read row b
+(``KVCache.group``), so the attention reads each input's keys once for its K hypotheses
+(docs/perf-notes.md §15). ``full_reorder()`` turns this off too.
 """
 
 from __future__ import annotations
@@ -43,6 +49,9 @@ State = TypeVar("State")
 
 STATIC = "seqlab.decode.static"  # dataclass field metadata key set by ``static_field``
 _FULL_REORDER: ContextVar[bool] = ContextVar("seqlab_full_reorder", default=False)
+# Inside ``repeat_rows``: the factor by which static fields with ``grouped`` are shared.
+_SHARE_TIMES: ContextVar[int] = ContextVar("seqlab_share_times", default=1)
+_UNSHARED: ContextVar[bool] = ContextVar("seqlab_unshared", default=False)
 
 
 @runtime_checkable
@@ -79,13 +88,26 @@ def is_static(f: dataclasses.Field) -> bool:
 
 @contextlib.contextmanager
 def full_reorder() -> Iterator[None]:
-    """Within this block ``within_inputs=True`` is ignored: static fields are copied as
-    before the optimisation (for tests and benchmarks that compare the two)."""
+    """Within this block ``within_inputs=True`` is ignored and ``repeat_rows`` shares
+    nothing: static fields are copied as before the two optimisations (for tests and
+    benchmarks that compare them)."""
     token = _FULL_REORDER.set(True)
     try:
         yield
     finally:
         _FULL_REORDER.reset(token)
+
+
+@contextlib.contextmanager
+def unshared() -> Iterator[None]:
+    """Within this block ``repeat_rows`` copies every static field (no ``grouped``
+    sharing) while beam search still skips them when it reorders (for tests and
+    benchmarks that measure the sharing alone)."""
+    token = _UNSHARED.set(True)
+    try:
+        yield
+    finally:
+        _UNSHARED.reset(token)
 
 
 def reorder_state(state: State, index: Tensor, *, within_inputs: bool = False) -> State:
@@ -145,11 +167,16 @@ def _reorder(state: Any, index: Tensor, skip_static: bool) -> Any:
 
 
 def _reorder_dataclass(state: Any, index: Tensor, skip_static: bool) -> Any:
-    changes = {
-        f.name: _reorder(getattr(state, f.name), index, skip_static)
-        for f in dataclasses.fields(state)
-        if f.init and not (skip_static and is_static(f))
-    }
+    share = _SHARE_TIMES.get()
+    changes = {}
+    for f in dataclasses.fields(state):
+        if not f.init or (skip_static and is_static(f)):
+            continue
+        value = getattr(state, f.name)
+        if share > 1 and is_static(f) and callable(getattr(value, "grouped", None)):
+            changes[f.name] = value.grouped(share)  # one row per input, read by `share` rows
+        else:
+            changes[f.name] = _reorder(value, index, skip_static)
     return dataclasses.replace(state, **changes)
 
 
@@ -166,12 +193,20 @@ def repeat_rows(
     are copies of row b (beam expansion B -> B·K, or scoring n-best lists). ``device``
     defaults to the state's (``state_device``).
 
+    A static field whose value has a ``grouped(times)`` method is not copied but shared:
+    ``value.grouped(times)`` stands for the repeated rows (module docstring; not inside
+    ``full_reorder()``).
+
     Shapes: state with batch B -> batch B·times.
     """
     if device is None:
         device = state_device(state)
     index = torch.arange(batch_size, device=device).repeat_interleave(times)  # (B·times,)
-    return reorder_state(state, index)
+    token = _SHARE_TIMES.set(1 if _FULL_REORDER.get() or _UNSHARED.get() else times)
+    try:
+        return reorder_state(state, index)
+    finally:
+        _SHARE_TIMES.reset(token)
 
 
 def state_device(state: Any) -> torch.device:

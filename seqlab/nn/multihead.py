@@ -55,33 +55,65 @@ def always_sdpa() -> Iterator[None]:
 class KVCache:
     """Projected keys and values, split into heads: k = K W^K, v = V W^V per head.
 
+    ``group`` = G > 1 means the cache is shared: query row r reads key/value row r // G,
+    so k and v hold B / G rows for B query rows. Beam search's ``repeat_rows`` builds it
+    (``grouped``) for the cross-attention keys of an input's K hypotheses, which are the
+    same (``seqlab.decode.state``, "Shared static fields"), instead of copying them K
+    times. ``expanded()`` gives the unshared form.
+
     Shapes:
-        k: (B, H, S, Dh)
-        v: (B, H, S, Dh)
+        k: (B / G, H, S, Dh)
+        v: (B / G, H, S, Dh)
     """
 
     k: Tensor
     v: Tensor
+    group: int = 1
 
     def cat(self, other: KVCache) -> KVCache:
         """Append ``other`` after ``self`` along the key axis S (incremental self-attention)."""
-        k = torch.cat([self.k, other.k], dim=2)  # (B, H, S + S', Dh)
-        v = torch.cat([self.v, other.v], dim=2)  # (B, H, S + S', Dh)
+        mine, theirs = self.expanded(), other.expanded()
+        k = torch.cat([mine.k, theirs.k], dim=2)  # (B, H, S + S', Dh)
+        v = torch.cat([mine.v, theirs.v], dim=2)  # (B, H, S + S', Dh)
         return KVCache(k, v)
 
     def reorder(self, index: Tensor) -> KVCache:
         """Select batch rows (beam search: keep the cache of each surviving hypothesis).
 
+        Query row i of the result reads what row ``index[i]`` read (row index[i] // G of
+        a shared cache); the result is unshared.
+
         Shapes: index (B',) long -> KVCache with batch B'.
         """
+        if self.group > 1:
+            index = torch.div(index, self.group, rounding_mode="floor")  # (B',) own rows
         k = self.k.index_select(0, index)  # (B', H, S, Dh)
         v = self.v.index_select(0, index)  # (B', H, S, Dh)
+        return KVCache(k, v)
+
+    def grouped(self, times: int) -> KVCache:
+        """The cache of every row repeated ``times`` times in order (rows b·times …
+        b·times + times − 1 = row b), without copying: the group grows by ``times``."""
+        return KVCache(self.k, self.v, self.group * times)
+
+    def expanded(self) -> KVCache:
+        """The unshared form: each key/value row repeated ``group`` times (a copy)."""
+        if self.group == 1:
+            return self
+        k = self.k.repeat_interleave(self.group, dim=0)  # (B, H, S, Dh)
+        v = self.v.repeat_interleave(self.group, dim=0)  # (B, H, S, Dh)
         return KVCache(k, v)
 
     @property
     def length(self) -> int:
         """S, the number of cached key positions."""
         return self.k.shape[2]
+
+
+def _single_query_fast(q: Tensor, p: float) -> bool:
+    """Whether ``_fused`` takes the single-query matmul path (one query row on CPU, no
+    dropout, not inside ``always_sdpa()``).  q (B, H, T, Dh)."""
+    return q.shape[-2] == 1 and p == 0.0 and q.device.type == "cpu" and _SINGLE_QUERY_MATMUL
 
 
 class MultiHeadAttention(nn.Module):
@@ -155,6 +187,8 @@ class MultiHeadAttention(nn.Module):
         self._check_mask(mask, (B, self.n_heads, T, kv.length))
         q = self._split_heads(self.W_q(query))  # (B, H, T, Dh)
         p = self.dropout if self.training else 0.0
+        if kv.group > 1 and (need_weights or not _single_query_fast(q, p)):
+            kv = kv.expanded()  # only the single-query path reads a shared cache as it is
         if need_weights:
             alpha = self._readable(q, kv, mask)  # (B, H, T, S)
             alpha_drop = F.dropout(alpha, p=p) if p > 0 else alpha  # (B, H, T, S)
@@ -191,7 +225,7 @@ class MultiHeadAttention(nn.Module):
         kernel and their output set to zero afterwards: z = 0 and no gradient flows
         through them, exactly as with ``masked_softmax`` on the readable path.
         """
-        if q.shape[-2] == 1 and p == 0.0 and q.device.type == "cpu" and _SINGLE_QUERY_MATMUL:
+        if _single_query_fast(q, p):
             return MultiHeadAttention._single_query(q, kv, mask)  # (B, H, 1, Dh)
         if mask is None:
             return F.scaled_dot_product_attention(q, kv.k, kv.v, dropout_p=p)  # (B, H, T, Dh)
@@ -209,14 +243,29 @@ class MultiHeadAttention(nn.Module):
         sum run in float32 (outside autocast), as SDPA accumulates, then z is cast back to
         q's dtype: bf16 scores were up to ~8x less accurate (same section).
 
-        Shapes: q (B, H, 1, Dh), kv (B, H, S, Dh), mask broadcastable to (B, H, 1, S)
+        A shared cache (``kv.group`` = G > 1, beam search's cross-attention) is read as
+        it is: the G query rows of a group become G query positions against their one
+        key/value row, q (B/G, H, G, Dh), so each input's keys are read once for its G
+        hypotheses (docs/perf-notes.md §15). The mask must then be the same for the G
+        rows of a group (the keys' padding, as a static source mask is); row g·G is used.
+
+        Shapes: q (B, H, 1, Dh), kv (B / G, H, S, Dh), mask broadcastable to (B, H, 1, S)
                 -> (B, H, 1, Dh) in q's dtype
         """
         dtype = torch.promote_types(q.dtype, torch.float32)
+        B, H, _, Dh = q.shape
+        G = kv.group
+        if G > 1:
+            q = q.reshape(B // G, G, H, Dh).transpose(1, 2)  # (B/G, H, G, Dh)
+            if mask is not None and mask.dim() == 4 and mask.size(0) == B:
+                mask = mask[::G]  # (B/G, ·, 1, S) one row per group
         with torch.autocast(q.device.type, enabled=False):
             k, v = kv.k.to(dtype), kv.v.to(dtype)
-            alpha = MultiHeadAttention._readable(q.to(dtype), KVCache(k, v), mask)  # (B, H, 1, S)
-            return (alpha @ v).to(q.dtype)  # (B, H, 1, Dh)
+            alpha = MultiHeadAttention._readable(q.to(dtype), KVCache(k, v), mask)  # (B/G, H, G, S)
+            z = alpha @ v  # (B/G, H, G, Dh)
+        if G > 1:
+            z = z.transpose(1, 2).reshape(B, H, 1, Dh)  # (B, H, 1, Dh) row g·G + j
+        return z.to(q.dtype)  # (B, H, 1, Dh)
 
     @staticmethod
     def _check_mask(mask: Tensor | None, scores_shape: tuple[int, int, int, int]) -> None:
