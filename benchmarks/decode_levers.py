@@ -59,8 +59,8 @@ def shared_cross_kv() -> Pair:
     shared = KVCache(k, v).grouped(K)
     copied = shared.expanded()
     return (
-        lambda: MultiHeadAttention._single_query(q, copied, mask),
-        lambda: MultiHeadAttention._single_query(q, shared, mask),
+        lambda: MultiHeadAttention._fused(q, copied, mask, 0.0),
+        lambda: MultiHeadAttention._fused(q, shared, mask, 0.0),
     )
 
 

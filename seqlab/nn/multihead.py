@@ -110,12 +110,6 @@ class KVCache:
         return self.k.shape[2]
 
 
-def _single_query_fast(q: Tensor, p: float) -> bool:
-    """Whether ``_fused`` takes the single-query matmul path (one query row on CPU, no
-    dropout, not inside ``always_sdpa()``).  q (B, H, T, Dh)."""
-    return q.shape[-2] == 1 and p == 0.0 and q.device.type == "cpu" and _SINGLE_QUERY_MATMUL
-
-
 class MultiHeadAttention(nn.Module):
     """Multi-head scaled dot-product attention, Vaswani 2017 §3.2.2 and eq. 1.
 
@@ -187,8 +181,8 @@ class MultiHeadAttention(nn.Module):
         self._check_mask(mask, (B, self.n_heads, T, kv.length))
         q = self._split_heads(self.W_q(query))  # (B, H, T, Dh)
         p = self.dropout if self.training else 0.0
-        if kv.group > 1 and (need_weights or not _single_query_fast(q, p)):
-            kv = kv.expanded()  # only the single-query path reads a shared cache as it is
+        if kv.group > 1 and (need_weights or T != 1):
+            kv = kv.expanded()  # a decoder step's fast path reads a shared cache as it is
         if need_weights:
             alpha = self._readable(q, kv, mask)  # (B, H, T, S)
             alpha_drop = F.dropout(alpha, p=p) if p > 0 else alpha  # (B, H, T, S)
@@ -218,15 +212,44 @@ class MultiHeadAttention(nn.Module):
 
     @staticmethod
     def _fused(q: Tensor, kv: KVCache, mask: Tensor | None, p: float) -> Tensor:
-        """softmax(q kᵀ / √d_k) v with PyTorch's fused kernel (same scale 1/√d_k).
+        """softmax(q kᵀ / √d_k) v with PyTorch's fused kernel (same scale 1/√d_k), or, for
+        a decoder step on CPU, the readable path's matmuls (``_single_query``).
+
+        A shared cache (``kv.group`` = G > 1, beam search's cross-attention; one query row
+        each, T = 1) is read as it is: the G query rows of a group become G query positions
+        against their one key/value row, q (B/G, H, G, Dh), so each input's keys are read
+        once for its G hypotheses, by either kernel (docs/perf-notes.md §15). The mask must
+        then be the same for the G rows of a group (the keys' padding, as a static source
+        mask is); row g·G is used.
+
+        Shapes: q (B, H, T, Dh), kv (B / G, H, S, Dh), mask broadcastable to (B, H, T, S)
+                -> (B, H, T, Dh)
+        """
+        G = kv.group
+        if G == 1:
+            return MultiHeadAttention._kernel(q, kv, mask, p, step=q.shape[-2] == 1)
+        B, H, _, Dh = q.shape
+        q = q.reshape(B // G, G, H, Dh).transpose(1, 2)  # (B/G, H, G, Dh)
+        if mask is not None and mask.dim() == 4 and mask.size(0) == B:
+            mask = mask[::G]  # (B/G, ·, 1, S) one row per group
+        z = MultiHeadAttention._kernel(q, KVCache(kv.k, kv.v), mask, p, step=True)
+        return z.transpose(1, 2).reshape(B, H, 1, Dh)  # (B, H, 1, Dh) row g·G + j
+
+    @staticmethod
+    def _kernel(q: Tensor, kv: KVCache, mask: Tensor | None, p: float, step: bool) -> Tensor:
+        """The attention of ``_fused`` on an unshared cache: a decoder step (``step``) on
+        CPU without dropout takes ``_single_query``'s matmuls, everything else SDPA.
 
         SDPA's bool mask uses the same convention (True = take part). A query row that
         keeps no key is NaN on some SDPA backends, so such rows are un-masked for the
         kernel and their output set to zero afterwards: z = 0 and no gradient flows
         through them, exactly as with ``masked_softmax`` on the readable path.
+
+        Shapes: q (B, H, T, Dh), kv (B, H, S, Dh), mask broadcastable to (B, H, T, S)
+                -> (B, H, T, Dh)
         """
-        if _single_query_fast(q, p):
-            return MultiHeadAttention._single_query(q, kv, mask)  # (B, H, 1, Dh)
+        if step and p == 0.0 and q.device.type == "cpu" and _SINGLE_QUERY_MATMUL:
+            return MultiHeadAttention._single_query(q, kv, mask)  # (B, H, T, Dh)
         if mask is None:
             return F.scaled_dot_product_attention(q, kv.k, kv.v, dropout_p=p)  # (B, H, T, Dh)
         row_keep = mask.any(dim=-1, keepdim=True)  # (..., T, 1)  rows that see some key
@@ -236,36 +259,23 @@ class MultiHeadAttention(nn.Module):
 
     @staticmethod
     def _single_query(q: Tensor, kv: KVCache, mask: Tensor | None) -> Tensor:
-        """softmax(q kᵀ / √d_k) v for one query row, as the readable path, in float32 at least.
+        """softmax(q kᵀ / √d_k) v for a decoder step, as the readable path, in float32 at
+        least.
 
         For a decoder step two small matmuls and a softmax beat SDPA's CPU kernel 4-5x in
         bf16 and ~1.3x in fp32 (docs/perf-notes.md §13). Scores, softmax and the weighted
         sum run in float32 (outside autocast), as SDPA accumulates, then z is cast back to
-        q's dtype: bf16 scores were up to ~8x less accurate (same section).
+        q's dtype: bf16 scores were up to ~8x less accurate (same section). One query row
+        per batch row, or the G rows of a shared cache's group as G positions (``_fused``).
 
-        A shared cache (``kv.group`` = G > 1, beam search's cross-attention) is read as
-        it is: the G query rows of a group become G query positions against their one
-        key/value row, q (B/G, H, G, Dh), so each input's keys are read once for its G
-        hypotheses (docs/perf-notes.md §15). The mask must then be the same for the G
-        rows of a group (the keys' padding, as a static source mask is); row g·G is used.
-
-        Shapes: q (B, H, 1, Dh), kv (B / G, H, S, Dh), mask broadcastable to (B, H, 1, S)
-                -> (B, H, 1, Dh) in q's dtype
+        Shapes: q (B, H, T, Dh), kv (B, H, S, Dh), mask broadcastable to (B, H, T, S)
+                -> (B, H, T, Dh) in q's dtype
         """
         dtype = torch.promote_types(q.dtype, torch.float32)
-        B, H, _, Dh = q.shape
-        G = kv.group
-        if G > 1:
-            q = q.reshape(B // G, G, H, Dh).transpose(1, 2)  # (B/G, H, G, Dh)
-            if mask is not None and mask.dim() == 4 and mask.size(0) == B:
-                mask = mask[::G]  # (B/G, ·, 1, S) one row per group
         with torch.autocast(q.device.type, enabled=False):
             k, v = kv.k.to(dtype), kv.v.to(dtype)
-            alpha = MultiHeadAttention._readable(q.to(dtype), KVCache(k, v), mask)  # (B/G, H, G, S)
-            z = alpha @ v  # (B/G, H, G, Dh)
-        if G > 1:
-            z = z.transpose(1, 2).reshape(B, H, 1, Dh)  # (B, H, 1, Dh) row g·G + j
-        return z.to(q.dtype)  # (B, H, 1, Dh)
+            alpha = MultiHeadAttention._readable(q.to(dtype), KVCache(k, v), mask)  # (B, H, T, S)
+            return (alpha @ v).to(q.dtype)  # (B, H, T, Dh)
 
     @staticmethod
     def _check_mask(mask: Tensor | None, scores_shape: tuple[int, int, int, int]) -> None:

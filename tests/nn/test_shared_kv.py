@@ -3,8 +3,9 @@ their cross-attention keys/values once instead of from K copies.
 
 Proven here: ``grouped``/``expanded``/``reorder``/``cat`` keep the meaning "query row r
 reads row r // G"; attention over a shared cache equals attention over its expanded copy
-on every path (the single-query matmul path that reads it as it is, SDPA and the readable
-path that expand it), with padding and a fully masked group, in float64 and float32;
+on every path (a decoder step reads it as it is, through the matmul path or SDPA; several
+query positions and the readable path expand it), with padding and a fully masked group,
+in float64 and float32;
 ``repeat_rows`` shares static fields that can be shared and copies everything else, and
 ``full_reorder()`` / ``unshared()`` turn the sharing off; a Transformer decoded by beam
 search keeps one cross-attention row per input from the first step to the last.
@@ -60,16 +61,18 @@ def test_grouped_expanded_reorder_and_cat_mean_row_r_reads_row_r_div_g():
     assert shared.expanded().length == shared.length == S
 
 
+@pytest.mark.parametrize("kernel", ["matmul", "sdpa"])
 @pytest.mark.parametrize(("dtype", "tol"), [(torch.float64, 1e-12), (torch.float32, 1e-6)])
-def test_single_query_over_a_shared_cache_equals_the_expanded_copy(dtype, tol):
+def test_a_decoder_step_over_a_shared_cache_equals_the_expanded_copy(kernel, dtype, tol):
     shared, mask = shared_case(dtype)
     q = torch.randn(B * G, H, 1, DH, generator=torch.Generator().manual_seed(1), dtype=dtype)
-    for m in (mask, None, mask[:1, :, :, :].expand(1, 1, 1, S).clone()):
-        z = MultiHeadAttention._single_query(q, shared, m)  # (B·G, H, 1, Dh)
-        ref = MultiHeadAttention._single_query(q, shared.expanded(), m)
-        assert z.shape == (B * G, H, 1, DH)
-        torch.testing.assert_close(z, ref, atol=tol, rtol=0)
-    z = MultiHeadAttention._single_query(q, shared, mask)
+    with always_sdpa() if kernel == "sdpa" else torch.no_grad():
+        for m in (mask, None, mask[:1].clone()):
+            z = MultiHeadAttention._fused(q, shared, m, 0.0)  # (B·G, H, 1, Dh), not expanded
+            ref = MultiHeadAttention._fused(q, shared.expanded(), m, 0.0)
+            assert z.shape == (B * G, H, 1, DH)
+            torch.testing.assert_close(z, ref, atol=tol, rtol=0)
+        z = MultiHeadAttention._fused(q, shared, mask, 0.0)
     assert torch.equal(z[2 * G :], torch.zeros_like(z[2 * G :]))  # input 2 keeps no key
 
 
