@@ -19,6 +19,9 @@ the ms columns are each form's fastest rep):
   + live log P, top-2K of 5 × 8,000 per input, vs logsumexp + a per-row top-(2K+1) on
   the logits and a top-2K of 5 × 11 (the same candidates: a row's best 2K non-EOS are
   in its top 2K + 1);
+- **first step on the B inputs** (docs/perf-notes.md §16): beam search's first decoder
+  call, where only slot 0 of each input is live, on the B·K expanded rows (before) vs the
+  B inputs (the library now), the preset Transformer with random weights;
 - **fused QKV projection**: the three (d × d) projections of a self-attention as three
   GEMMs vs one (d × 3d) GEMM, for a decoder step (160 rows, no grad) and for training
   batches (1,200 and 4,000 rows, forward + backward).
@@ -115,6 +118,30 @@ def fused_selection(eos: int = 2) -> Pair:
     return library, fused
 
 
+def first_step() -> Pair:
+    """Beam search's first decoder call: B·K identical rows vs the B inputs."""
+    from benchmarks import peers_decode as pdec
+    from benchmarks import peers_models as pm
+    from benchmarks.decode_static_state import build
+    from seqlab.data.vocab import BOS_ID
+    from seqlab.decode.state import repeat_rows
+
+    model = build("transformer")
+    sources = [s for s, _ in pm.make_pairs(BK // K, pm.SMALL, seed=1)]
+    ((src, src_mask),) = pdec.source_batches(sources, BK // K)
+    with torch.no_grad():
+        state = model.init_state(model.encode(src, src_mask), src_mask)
+    expanded = repeat_rows(state, BK // K, K)
+    bos_b = torch.full((BK // K,), BOS_ID, dtype=torch.long)
+    bos_bk = torch.full((BK,), BOS_ID, dtype=torch.long)
+
+    def run(y: torch.Tensor, st: object) -> None:
+        with torch.no_grad():
+            model.step(y, st)
+
+    return (lambda: run(bos_bk, expanded)), (lambda: run(bos_b, state))
+
+
 def fused_qkv(rows: int, grad: bool) -> Pair:
     """Q, K, V projections: three (d × d) GEMMs vs one (d × 3d) GEMM."""
     g = torch.Generator().manual_seed(0)
@@ -179,6 +206,7 @@ LEVERS: list[tuple[str, str, str, Callable[[], Pair], int]] = [
         fused_selection,
         50,
     ),
+    ("first beam step (whole decoder)", "B·K rows", "B rows", first_step, 20),
     (
         "QKV, decoder step (160 rows, no grad)",
         "3 GEMMs",

@@ -15,11 +15,11 @@ def test_every_lever_runs_and_is_tabled(tmp_path):
     finally:
         torch.set_num_threads(threads)
     body = [r for r in rows if r.startswith("| ") and not r.startswith("| lever")]
-    assert len(body) == len(bench.LEVERS) == 6
+    assert len(body) == len(bench.LEVERS) == 7
     for row in body:
         old_ms, new_ms, ratio = (float(c) for c in row.split("|")[4:7])
         assert old_ms > 0 and new_ms > 0 and ratio > 0
-    assert out.read_text(encoding="utf-8").count("\n| ") == 1 + 6  # header and rows
+    assert out.read_text(encoding="utf-8").count("\n| ") == 1 + 7  # header and rows
 
 
 def test_fused_selection_picks_the_librarys_candidates():

@@ -1,7 +1,8 @@
 """Batched beam search with the GNMT length penalty and an exact stop rule.
 
 One search serves every model (DESIGN §6): the decoder is called on a fixed B·K batch
-(hypothesis k of input b lives in row b·K + k); candidate selection is one vectorised
+(hypothesis k of input b lives in row b·K + k; the first step, where only slot 0 is
+live, on the B inputs alone); candidate selection is one vectorised
 top-k over the K·V extensions of each input, and bookkeeping (back-pointers, the
 finished set) is separate from it. docs/decoding.md states the rules; in short:
 
@@ -209,11 +210,11 @@ def beam_search(
     """Beam search (width K = ``beam_size``) ranking finished hypotheses by GNMT's
     score(Y) = log P(Y) / lp(Y), lp(Y) = ((5 + |Y|) / 6)^α (Wu et al. 2016, §7).
 
-    The state is expanded once to B·K rows (``repeat_rows``) and reordered after every
-    step to the surviving hypotheses (``reorder_state(..., within_inputs=True)``: rows
-    stay within their input's block, so static state fields are not copied). Only slot
-    0 of each input is live at t = 1 (the others start at log P = −∞), so no hypothesis
-    is found twice.
+    Only slot 0 of each input is live at t = 1 (the others start at log P = −∞, so no
+    hypothesis is found twice), so the first step runs on the B inputs themselves; the
+    state is then expanded once to B·K rows (``repeat_rows``) and reordered after every
+    later step to the surviving hypotheses (``reorder_state(..., within_inputs=True)``:
+    rows stay within their input's block, so static state fields are not copied).
     ``max_len``: an int for every input, or a (B,) tensor of per-input limits L_b; input
     b is finalised at t = L_b, exactly as if decoded alone with max_len = L_b, and the
     loop runs to max_b L_b (a finished input keeps its rows: the shape stays B·K).
@@ -238,9 +239,10 @@ def beam_search(
     device = state_device(state)
     limit = row_limits(max_len, min_len, B, device)  # (B,) L_b
     limit_steps = set(limit.tolist())  # the steps t at which some input reaches its limit
-    state = repeat_rows(state, B, K, device)  # batch B·K, row b·K + k = input b, slot k
+    # Step 1 runs on the B inputs: only slot 0 is live then, and the K rows of an input
+    # would be identical; the state is expanded to B·K rows after it.
     row_start = torch.arange(B, device=device)[:, None] * K  # (B, 1)
-    y_prev = torch.full((B * K,), bos_id, dtype=torch.long, device=device)  # (B·K,)
+    y_prev = torch.full((B,), bos_id, dtype=torch.long, device=device)  # (B,) at t = 1
     live_log_prob = torch.full((B, K), float("-inf"), device=device)  # (B, K)
     live_log_prob[:, 0] = 0.0
     history = BackPointers()
@@ -248,11 +250,13 @@ def beam_search(
     done = torch.zeros(B, dtype=torch.bool, device=device)  # (B,)
     t = 0
     for t in range(1, int(limit.max()) + 1):
-        logits, state = decoder.step(y_prev, state)  # (B·K, V)
+        logits, state = decoder.step(y_prev, state)  # (B·K, V); (B, V) at t = 1
         log_p = step_log_probs(logits)  # (B·K, V)
         if t <= min_len:
             log_p = forbid_eos(log_p, eos_id)  # (B·K, V)
-        log_p = log_p.view(B, K, -1)  # (B, K, V)
+        if t == 1:  # every slot of an input sees the same distribution (slot 0's)
+            log_p = log_p[:, None].expand(B, K, log_p.size(-1))  # (B, K, V)
+        log_p = log_p.reshape(B, K, -1)  # (B, K, V)
         if finished is None:
             finished = Finished.empty(B, N, log_p.dtype, device)
             live_log_prob = live_log_prob.to(log_p.dtype)  # (B, K)
@@ -280,9 +284,11 @@ def beam_search(
             done = done | finished.cannot_improve(bound)  # (B,)
         if bool(done.all()):
             break
-        # b·K + k -> b·K + k' (live_beam ∈ [0, K)): static state fields are not copied.
-        index = (row_start + live_beam).view(-1)  # (B·K,)
-        state = reorder_state(state, index, within_inputs=True)  # batch B·K
+        if t == 1:  # B -> B·K rows, row b·K + k = input b; every slot extends slot 0
+            state = repeat_rows(state, B, K, device)  # batch B·K
+        else:  # b·K + k -> b·K + k' (live_beam ∈ [0, K)): static fields are not copied.
+            index = (row_start + live_beam).view(-1)  # (B·K,)
+            state = reorder_state(state, index, within_inputs=True)  # batch B·K
         y_prev = live_token.view(-1)  # (B·K,)
 
     assert finished is not None  # every limit >= 1

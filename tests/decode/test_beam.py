@@ -63,7 +63,7 @@ def test_greedy_misses_what_beam_two_finds():
     )
     torch.testing.assert_close(r.log_probs, r.scores, atol=0, rtol=0)  # α = 0: lp = 1
     assert r.meta["steps"] == 2
-    assert set(dec.batch_sizes) == {2}  # always the fixed B·K shape
+    assert dec.batch_sizes == [1, 2]  # step 1 on the B inputs, then the fixed B·K shape
 
 
 # Tree 2: the length penalty changes the winner. "EOS" alone has P = 0.5 (|Y| = 1); after

@@ -15,8 +15,9 @@ input, and beam search's reorder index stays inside each input's block of K rows
   scores / log P and the logits of every hypothesis at every step (atol 1e-12) with and
   without the skip (the logits matter: random tiny models often keep the same 1-best
   even when a reorder is wrong); and the static tensors the
-  decoder receives keep their ``data_ptr`` from the first step to the last (while under
-  ``full_reorder()`` they are new copies every step).
+  decoder receives keep their ``data_ptr`` from the second step (the first after the
+  expansion to B·K rows) to the last (while under ``full_reorder()`` they are new copies
+  every step).
 """
 
 from __future__ import annotations
@@ -284,10 +285,11 @@ def test_static_tensors_are_not_copied_between_steps(name):
     spy = PointerSpy(case.model)
     search = {"beam_size": K, "min_len": 3, "pad_id": case.pad}  # at least 4 steps
     beam_search(spy, case.state(), case.B, case.bos, case.eos, MAX_LEN, **search)
-    assert len(spy.ptrs) >= 4 and len(spy.ptrs[0]) > 0
-    assert all(p == spy.ptrs[0] for p in spy.ptrs[1:])
+    # Step 1 runs on the B inputs; the expansion to B·K rows follows it.
+    assert len(spy.ptrs) >= 4 and len(spy.ptrs[1]) > 0
+    assert all(p == spy.ptrs[1] for p in spy.ptrs[2:])
     forced = PointerSpy(case.model)
     with full_reorder():
         beam_search(forced, case.state(), case.B, case.bos, case.eos, MAX_LEN, **search)
-    # step 2's copies are made while step 1's tensors are alive: new addresses
-    assert set(forced.ptrs[1]).isdisjoint(forced.ptrs[0])
+    # step 3's copies are made while step 2's tensors are alive: new addresses
+    assert set(forced.ptrs[2]).isdisjoint(forced.ptrs[1])

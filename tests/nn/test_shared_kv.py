@@ -8,7 +8,8 @@ query positions and the readable path expand it), with padding and a fully maske
 in float64 and float32;
 ``repeat_rows`` shares static fields that can be shared and copies everything else, and
 ``full_reorder()`` / ``unshared()`` turn the sharing off; a Transformer decoded by beam
-search keeps one cross-attention row per input from the first step to the last.
+search keeps one cross-attention row per input, never copied, from the first step to the
+last.
 """
 
 from __future__ import annotations
@@ -146,7 +147,10 @@ def test_beam_search_keeps_one_cross_attention_row_per_input():
         with unshared():
             ref = beam_search(model, model.init_state(memory, src_mask), 2, 1, 2, 7,
                               beam_size=3, min_len=4, pad_id=0)  # fmt: skip
-    assert len(seen) >= 5 and all(s == seen[0] for s in seen)
-    assert all(group == 3 for _, group in seen[0])
+    # Step 1 runs on the 2 inputs (group 1), then the same rows serve 3 hypotheses each:
+    # the memory's K/V are projected once and never copied.
+    assert len(seen) >= 5 and all(s == seen[1] for s in seen[2:])
+    assert [ptr for ptr, _ in seen[0]] == [ptr for ptr, _ in seen[1]]
+    assert all(group == 1 for _, group in seen[0]) and all(group == 3 for _, group in seen[1])
     assert torch.equal(res.tokens, ref.tokens)
     torch.testing.assert_close(res.scores, ref.scores, atol=1e-12, rtol=0)
