@@ -69,6 +69,51 @@ class Candidates:
     finishes: Tensor
     live: Tensor
 
+    def for_inputs(self, active: Tensor, batch_size: int) -> Candidates:
+        """These candidates of the A ``active`` inputs placed in rows ``active`` of a B-row
+        set; the other (done, dropped) inputs get empty candidates: log P −∞, slot 0,
+        token 0, nothing finishes. The bookkeeping masks done inputs anyway.
+
+        Shapes: active (A,) long, every field (A, ·) -> (B, ·)
+        """
+        if active.numel() == batch_size:  # nothing dropped yet: active = 0 … B − 1
+            return self
+        K = self.live.size(1)
+
+        def place(x: Tensor, empty: Tensor) -> Tensor:
+            out = empty.expand(batch_size, x.size(1)).clone()  # (B, ·)
+            out[active] = x
+            return out
+
+        ref = self.log_prob
+        return Candidates(
+            place(ref, ref.new_full((1, 1), float("-inf"))),
+            place(self.beam, self.beam.new_zeros(1, 1)),
+            place(self.token, self.token.new_zeros(1, 1)),
+            place(self.finishes, self.finishes.new_zeros(1, 1)),
+            place(self.live, torch.arange(K, device=ref.device)[None]),
+        )
+
+
+def drop_done_inputs(
+    state: Any, y_prev: Tensor, active: Tensor, done: Tensor, K: int
+) -> tuple[Any, Tensor, Tensor]:
+    """Remove the rows of inputs that are done from the decoder's batch (fairseq does the
+    same), once they are at least an eighth of it: a done input no longer changes, so its
+    K rows are wasted work at every later step. Static fields move by whole inputs
+    (``KVCache.reorder`` keeps a shared cache shared).
+
+    Shapes: y_prev (A·K,), active (A,) input ids, done (B,) -> state and y_prev with
+            A′·K rows, active (A′,)
+    """
+    keep = ~done[active]  # (A,)
+    n_done = active.numel() - int(keep.sum())
+    if n_done == 0 or 8 * n_done < active.numel():
+        return state, y_prev, active
+    kept = keep.nonzero()[:, 0]  # (A′,) positions among the active inputs
+    rows = (kept[:, None] * K + torch.arange(K, device=kept.device)).view(-1)  # (A′·K,)
+    return reorder_state(state, rows), y_prev[rows], active[kept]
+
 
 def select_candidates(live_log_prob: Tensor, log_p: Tensor, eos_id: int) -> Candidates:
     """Rank the K·V one-token extensions of the live hypotheses by raw log-probability.
@@ -206,6 +251,7 @@ def beam_search(
     min_len: int = 0,
     pad_id: int = 0,
     stop_early: bool = True,
+    compact_done: bool = True,
 ) -> DecodeResult:
     """Beam search (width K = ``beam_size``) ranking finished hypotheses by GNMT's
     score(Y) = log P(Y) / lp(Y), lp(Y) = ((5 + |Y|) / 6)^α (Wu et al. 2016, §7).
@@ -217,11 +263,14 @@ def beam_search(
     rows stay within their input's block, so static state fields are not copied).
     ``max_len``: an int for every input, or a (B,) tensor of per-input limits L_b; input
     b is finalised at t = L_b, exactly as if decoded alone with max_len = L_b, and the
-    loop runs to max_b L_b (a finished input keeps its rows: the shape stays B·K).
+    loop runs to max_b L_b.
     ``min_len``: EOS is forbidden at steps t ≤ min_len (≤ every L_b).
     ``stop_early=False`` runs every input to its limit (same result, slower: the stop
-    rule is exact). See the module docstring and docs/decoding.md for the selection and
-    stop rules.
+    rule is exact). ``compact_done`` drops the rows of inputs that are done (stopped or
+    at their limit) from the decoder's batch once they are an eighth of it
+    (``drop_done_inputs``; the same results as ``compact_done=False``, which keeps every
+    input's K rows to the end, up to the batch's floating-point effects; tested). See the
+    module docstring and docs/decoding.md for the selection and stop rules.
 
     Deviations: no coverage penalty (GNMT's cp); candidates are ranked by raw log P, the
     penalty only ranks finished hypotheses (as GNMT, fairseq, OpenNMT-py).
@@ -241,28 +290,30 @@ def beam_search(
     limit_steps = set(limit.tolist())  # the steps t at which some input reaches its limit
     # Step 1 runs on the B inputs: only slot 0 is live then, and the K rows of an input
     # would be identical; the state is expanded to B·K rows after it.
-    row_start = torch.arange(B, device=device)[:, None] * K  # (B, 1)
     y_prev = torch.full((B,), bos_id, dtype=torch.long, device=device)  # (B,) at t = 1
     live_log_prob = torch.full((B, K), float("-inf"), device=device)  # (B, K)
     live_log_prob[:, 0] = 0.0
     history = BackPointers()
     finished: Finished | None = None
     done = torch.zeros(B, dtype=torch.bool, device=device)  # (B,)
+    # The inputs whose rows are in the state (all until one is done and compacted away).
+    active = torch.arange(B, device=device)  # (A,)
     t = 0
     for t in range(1, int(limit.max()) + 1):
-        logits, state = decoder.step(y_prev, state)  # (B·K, V); (B, V) at t = 1
-        log_p = step_log_probs(logits)  # (B·K, V)
+        A = active.numel()
+        logits, state = decoder.step(y_prev, state)  # (A·K, V); (B, V) at t = 1
+        log_p = step_log_probs(logits)  # (A·K, V)
         if t <= min_len:
-            log_p = forbid_eos(log_p, eos_id)  # (B·K, V)
+            log_p = forbid_eos(log_p, eos_id)  # (A·K, V)
         if t == 1:  # every slot of an input sees the same distribution (slot 0's)
             log_p = log_p[:, None].expand(B, K, log_p.size(-1))  # (B, K, V)
-        log_p = log_p.reshape(B, K, -1)  # (B, K, V)
+        log_p = log_p.reshape(A, K, -1)  # (A, K, V)
         if finished is None:
             finished = Finished.empty(B, N, log_p.dtype, device)
             live_log_prob = live_log_prob.to(log_p.dtype)  # (B, K)
 
-        # Candidate selection.
-        cand = select_candidates(live_log_prob, log_p, eos_id)
+        # Candidate selection, for the active inputs; the others get empty candidates.
+        cand = select_candidates(live_log_prob[active], log_p, eos_id).for_inputs(active, B)
 
         # Bookkeeping: finished set, then the new live set and its back-pointers.
         open_rows = ~done[:, None]  # (B, 1)
@@ -286,10 +337,12 @@ def beam_search(
             break
         if t == 1:  # B -> B·K rows, row b·K + k = input b; every slot extends slot 0
             state = repeat_rows(state, B, K, device)  # batch B·K
-        else:  # b·K + k -> b·K + k' (live_beam ∈ [0, K)): static fields are not copied.
-            index = (row_start + live_beam).view(-1)  # (B·K,)
-            state = reorder_state(state, index, within_inputs=True)  # batch B·K
-        y_prev = live_token.view(-1)  # (B·K,)
+        else:  # a·K + k -> a·K + k' (live_beam ∈ [0, K)): static fields are not copied.
+            index = (torch.arange(A, device=device)[:, None] * K + live_beam[active]).view(-1)
+            state = reorder_state(state, index, within_inputs=True)  # batch A·K
+        y_prev = live_token[active].view(-1)  # (A·K,)
+        if compact_done:
+            state, y_prev, active = drop_done_inputs(state, y_prev, active, done, K)
 
     assert finished is not None  # every limit >= 1
     tokens = history.backtrace(finished, pad_id)  # (B, N, T)

@@ -81,11 +81,18 @@ class KVCache:
         """Select batch rows (beam search: keep the cache of each surviving hypothesis).
 
         Query row i of the result reads what row ``index[i]`` read (row index[i] // G of
-        a shared cache); the result is unshared.
+        a shared cache). The result is unshared, unless ``index`` takes whole groups
+        (g·G, g·G + 1, … g·G + G − 1 for each chosen g), as beam search does when it drops
+        the inputs that are done: then the chosen rows stay shared.
 
         Shapes: index (B',) long -> KVCache with batch B'.
         """
         if self.group > 1:
+            blocks = _whole_groups(index, self.group)  # (B'/G,) or None
+            if blocks is not None:  # whole groups in order: still shared (beam compaction)
+                return KVCache(
+                    self.k.index_select(0, blocks), self.v.index_select(0, blocks), self.group
+                )
             index = torch.div(index, self.group, rounding_mode="floor")  # (B',) own rows
         k = self.k.index_select(0, index)  # (B', H, S, Dh)
         v = self.v.index_select(0, index)  # (B', H, S, Dh)
@@ -108,6 +115,21 @@ class KVCache:
     def length(self) -> int:
         """S, the number of cached key positions."""
         return self.k.shape[2]
+
+
+def _whole_groups(index: Tensor, G: int) -> Tensor | None:
+    """The groups g if ``index`` is g_1·G … g_1·G + G − 1, g_2·G …, else None.
+
+    Shapes: index (B',) long -> (B' / G,) long or None
+    """
+    if index.numel() % G:
+        return None
+    blocks = index.view(-1, G)  # (B'/G, G)
+    first = blocks[:, :1]  # (B'/G, 1)
+    offsets = torch.arange(G, device=index.device)  # (G,)
+    if bool((first % G == 0).all()) and torch.equal(blocks - first, offsets.expand_as(blocks)):
+        return torch.div(first[:, 0], G, rounding_mode="floor")
+    return None
 
 
 class MultiHeadAttention(nn.Module):

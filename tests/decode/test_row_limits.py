@@ -55,7 +55,14 @@ def test_beam_finalises_each_input_at_its_own_limit():
     expected = torch.tensor([[2], [5], [1]], dtype=torch.float64) * math.log(0.55)
     torch.testing.assert_close(r.scores, expected, atol=HAND, rtol=0)
     assert r.meta["steps"] == 5
-    assert dec.batch_sizes == [3] + [6] * 4  # step 1 on the B inputs, then always B·K rows
+    # Step 1 on the B inputs; then B·K rows less the K rows of each input that is done
+    # (input 2 after step 1, input 0 after step 2).
+    assert dec.batch_sizes == [3, 4, 2, 2, 2]
+    dec_all = ScriptedDecoder({}, NEVER_ENDS)
+    kept = beam_search(dec_all, dec_all.init_state(3), 3, BOS, EOS, max_len=limits(2, 5, 1),
+                       beam_size=2, pad_id=PAD, compact_done=False)  # fmt: skip
+    assert dec_all.batch_sizes == [3] + [6] * 4  # every input keeps its K rows to the end
+    assert torch.equal(kept.tokens, r.tokens) and torch.equal(kept.scores, r.scores)
 
 
 def test_each_input_bound_uses_its_own_limit():

@@ -283,7 +283,9 @@ class PointerSpy:
 def test_static_tensors_are_not_copied_between_steps(name):
     case = CASES[name]()
     spy = PointerSpy(case.model)
-    search = {"beam_size": K, "min_len": 3, "pad_id": case.pad}  # at least 4 steps
+    # At least 4 steps; no input dropped when done (that copies static fields by design,
+    # tests/decode/test_drop_done.py).
+    search = {"beam_size": K, "min_len": 3, "pad_id": case.pad, "compact_done": False}
     beam_search(spy, case.state(), case.B, case.bos, case.eos, MAX_LEN, **search)
     # Step 1 runs on the B inputs; the expansion to B·K rows follows it.
     assert len(spy.ptrs) >= 4 and len(spy.ptrs[1]) > 0
