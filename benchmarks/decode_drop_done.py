@@ -1,4 +1,5 @@
-"""Translation decoding: beam search with and without dropping the inputs that are done.
+"""Translation decoding: beam / greedy search with and without dropping the inputs that
+are done.
 
     OMP_NUM_THREADS=1 python benchmarks/decode_drop_done.py [--sentences 400] [--beam 5]
         [--train-seconds 60] [--d-model 64] [--layers 2] [--reps 3] [--checkpoint RUN]
@@ -9,10 +10,12 @@ plausible lengths, or a trained run with ``--checkpoint``); ``TranslationTask.tr
 (beam ``--beam``, GNMT α = 0.6, max_len(x) = ⌊1.2·|x| + 10⌋, length-sorted batches within
 the token budget) then decodes the first ``--sentences`` test2016 sentences two ways:
 
-- ``keep``: ``beam_search(..., compact_done=False)``: every input keeps its K rows in the
-  decoder's batch until the last input of the batch stops (seqlab before 2026-11-25);
+- ``keep``: ``beam_search`` / ``greedy`` with ``compact_done=False``: every input keeps
+  its rows (K, or 1 for ``--beam 1``) in the decoder's batch until the last input of the
+  batch stops (seqlab before 2026-11-25);
 - ``drop``: the library's default: the rows of inputs that are done are removed once they
-  are an eighth of the batch (``seqlab.decode.beam.drop_done_inputs``).
+  are an eighth of the batch (``seqlab.decode.beam.drop_done_inputs``, and the same in
+  ``seqlab.decode.greedy.decode_one_per_row``).
 
 Both run in this one process, interleaved (the order alternates every repetition), on
 one thread; printed: decoder calls and decoder rows (Σ over calls of the rows decoded),
@@ -39,6 +42,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from benchmarks.decode_row_limits import train_briefly  # noqa: E402
 from seqlab import api  # noqa: E402
 from seqlab.decode.beam import beam_search  # noqa: E402
+from seqlab.decode.greedy import greedy  # noqa: E402
 from seqlab.tasks import translation_eval  # noqa: E402
 from seqlab.tasks.translation import TranslationConfig, TranslationTask  # noqa: E402
 
@@ -47,14 +51,15 @@ NAMES = ("keep", "drop")
 
 @contextlib.contextmanager
 def variant(name: str) -> Iterator[None]:
-    """Make the translation task's beam search keep done inputs (``keep``) or not."""
-    library = translation_eval.beam_search
+    """Make the translation task's searches keep done inputs (``keep``) or not."""
+    library = translation_eval.beam_search, translation_eval.greedy
     if name == "keep":
         translation_eval.beam_search = functools.partial(beam_search, compact_done=False)
+        translation_eval.greedy = functools.partial(greedy, compact_done=False)
     try:
         yield
     finally:
-        translation_eval.beam_search = library
+        translation_eval.beam_search, translation_eval.greedy = library
 
 
 def count_rows(model: torch.nn.Module) -> list[int]:

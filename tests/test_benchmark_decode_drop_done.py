@@ -30,3 +30,4 @@ def test_keep_and_drop_translate_alike_and_drop_decodes_fewer_rows(tmp_path):
     drop_calls, drop_rows = (int(x.replace(",", "")) for x in table["drop"])
     assert keep_calls == drop_calls > 0 and drop_rows < keep_rows
     assert translation_eval.beam_search is bench.beam_search  # the library's, restored
+    assert translation_eval.greedy is bench.greedy

@@ -16,7 +16,7 @@ import torch
 from torch import Tensor
 
 from seqlab.decode.scoring import forbid_eos, step_log_probs
-from seqlab.decode.state import DecodeResult, StepDecoder, state_device
+from seqlab.decode.state import DecodeResult, StepDecoder, reorder_state, state_device
 from seqlab.registry import SEARCHES
 
 # Picks one token per row from the step's log-probabilities: (B, V) -> (B,) long.
@@ -70,6 +70,7 @@ def decode_one_per_row(
     choose: Chooser,
     min_len: int = 0,
     pad_id: int = 0,
+    compact_done: bool = False,
 ) -> tuple[Tensor, Tensor, Tensor]:
     """Left-to-right decoding of one hypothesis per row, the next token from ``choose``.
 
@@ -78,9 +79,11 @@ def decode_one_per_row(
     t ≤ min_len EOS gets log p = −∞ (not renormalised); y_t = choose(log p_t). A row is
     finished once it has emitted EOS or reached t = L_b (then |Y| = L_b, no EOS): later
     positions hold ``pad_id`` and add nothing to its length or log-probability (the
-    decoder still runs on it, fed EOS, so the batch keeps its shape). Decoding stops when
-    every row is finished. Row b's result is what decoding it alone with max_len = L_b
-    gives.
+    decoder still runs on it, fed EOS, so the batch keeps its shape — unless
+    ``compact_done``: then, once the finished rows are at least an eighth of those still
+    decoded, they leave the decoder's batch, ``reorder_state`` of the others; the result is
+    the same). Decoding stops when every row is finished. Row b's result is what decoding
+    it alone with max_len = L_b gives.
 
     Shapes:
         max_len: int, or (B,) long
@@ -90,18 +93,22 @@ def decode_one_per_row(
     device = state_device(state)
     B = batch_size
     limit = row_limits(max_len, min_len, B, device)  # (B,)
-    y_prev = torch.full((B,), bos_id, dtype=torch.long, device=device)  # (B,)
+    y_prev = torch.full((B,), bos_id, dtype=torch.long, device=device)  # (A,)
     finished = torch.zeros(B, dtype=torch.bool, device=device)  # (B,)
     lengths = torch.zeros(B, dtype=torch.long, device=device)  # (B,)
     log_prob: Tensor | None = None
     tokens: list[Tensor] = []
+    active = torch.arange(B, device=device)  # (A,) the rows still in the decoder's batch
     for t in range(1, int(limit.max()) + 1):
-        logits, state = decoder.step(y_prev, state)  # (B, V)
-        log_p = step_log_probs(logits)  # (B, V)
+        logits, state = decoder.step(y_prev, state)  # (A, V)
+        log_p = step_log_probs(logits)  # (A, V)
         if t <= min_len:
-            log_p = forbid_eos(log_p, eos_id)  # (B, V)
-        y_t = choose(log_p)  # (B,)
-        log_p_t = log_p.gather(1, y_t[:, None]).squeeze(1)  # (B,)
+            log_p = forbid_eos(log_p, eos_id)  # (A, V)
+        y_t = choose(log_p)  # (A,)
+        log_p_t = log_p.gather(1, y_t[:, None]).squeeze(1)  # (A,)
+        if active.numel() < B:  # rows that left the batch are finished: pad, log p 0
+            y_t = y_t.new_full((B,), pad_id).index_copy_(0, active, y_t)  # (B,)
+            log_p_t = log_p_t.new_zeros(B).index_copy_(0, active, log_p_t)  # (B,)
         y_t = y_t.masked_fill(finished, pad_id)  # (B,)
         log_p_t = log_p_t.masked_fill(finished, 0.0)  # (B,)
         log_prob = log_p_t if log_prob is None else log_prob + log_p_t  # (B,)
@@ -110,7 +117,13 @@ def decode_one_per_row(
         tokens.append(y_t)
         if bool(finished.all()):
             break
-        y_prev = y_t.masked_fill(finished, eos_id)  # (B,) a valid id for every decoder
+        y_prev = y_t.masked_fill(finished, eos_id)[active]  # (A,) a valid id for every decoder
+        if compact_done:
+            keep = ~finished[active]  # (A,)
+            n_done = active.numel() - int(keep.sum())
+            if n_done > 0 and 8 * n_done >= active.numel():
+                kept = keep.nonzero()[:, 0]  # (A′,)
+                state, y_prev, active = reorder_state(state, kept), y_prev[kept], active[kept]
     assert log_prob is not None  # every limit >= 1
     return torch.stack(tokens, dim=1), lengths, log_prob  # (B, T), (B,), (B,)
 
@@ -130,6 +143,7 @@ def greedy(
     max_len: MaxLen,
     min_len: int = 0,
     pad_id: int = 0,
+    compact_done: bool = True,
 ) -> DecodeResult:
     """Greedy search: ŷ_t = argmax_y log p(y | ŷ_<t, x), t = 1 … until EOS or max_len.
 
@@ -137,7 +151,8 @@ def greedy(
     what it gives decoded alone with max_len[b]). ``min_len``: EOS is forbidden at steps
     t ≤ min_len, so a finished hypothesis has at least min_len tokens before its EOS.
     Finished rows stop changing (``pad_id`` after EOS or the row's limit); the loop ends
-    as soon as every row is finished.
+    as soon as every row is finished. ``compact_done`` removes finished rows from the
+    decoder's batch once they are an eighth of it (the same result; False keeps them).
 
     Shapes:
         state:   from the model's ``init_state``, batch B = ``batch_size``
@@ -146,8 +161,9 @@ def greedy(
                  log P(Y) (B,)
     """
     tokens, lengths, log_prob = decode_one_per_row(
-        decoder, state, batch_size, bos_id, eos_id, max_len, argmax_token, min_len, pad_id
-    )
+        decoder, state, batch_size, bos_id, eos_id, max_len, argmax_token, min_len, pad_id,
+        compact_done,
+    )  # fmt: skip
     meta = {
         "search": "greedy",
         "max_len": limit_meta(max_len),

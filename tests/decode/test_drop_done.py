@@ -1,5 +1,6 @@
 """Beam search drops the rows of inputs that are done from the decoder's batch
-(``compact_done``, ``drop_done_inputs``), and nothing else changes.
+(``compact_done``, ``drop_done_inputs``), greedy search its finished rows, and nothing
+else changes.
 
 For every seq2seq family, the captioner and the pointer models (float64, random weights,
 the cases of tests/decode/test_static_state.py), with a different length limit per input
@@ -15,7 +16,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from seqlab.decode import beam_search
+from seqlab.decode import beam_search, greedy
 from seqlab.nn.multihead import KVCache
 from tests.decode.test_static_state import CASES, MAX_LEN, K
 
@@ -62,6 +63,24 @@ def test_dropping_done_inputs_changes_nothing(name):
     if name.startswith("transformer"):  # one shared K/V row per remaining input
         for rows, (kv_rows, group) in zip(spy.rows[1:], spy.cross[1:], strict=True):
             assert group == K and kv_rows * K == rows
+
+
+@pytest.mark.parametrize("name", list(CASES))
+def test_greedy_dropping_finished_rows_changes_nothing(name):
+    case = CASES[name]()
+    runs = {}
+    for compact in (True, False):
+        spy = SizeSpy(case.model)
+        # min_len 2: no row ends before the one whose limit is 2, so rows end apart
+        res = greedy(spy, case.state(), case.B, case.bos, case.eos, limits(case.B),
+                     min_len=2, pad_id=case.pad, compact_done=compact)  # fmt: skip
+        runs[compact] = (res, spy)
+    (fast, spy), (full, spy_full) = runs[True], runs[False]
+    assert set(spy_full.rows) == {case.B}
+    assert min(spy.rows) < case.B and spy.rows == sorted(spy.rows, reverse=True)
+    assert torch.equal(fast.tokens, full.tokens)
+    assert torch.equal(fast.lengths, full.lengths)
+    torch.testing.assert_close(fast.scores, full.scores, atol=1e-12, rtol=0)
 
 
 def test_kv_reorder_keeps_whole_groups_shared():

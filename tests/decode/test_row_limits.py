@@ -40,7 +40,12 @@ def test_greedy_stops_each_row_at_its_own_limit():
     expected = torch.tensor([1, 4, 2], dtype=torch.float64) * math.log(0.55)
     torch.testing.assert_close(r.scores, expected, atol=HAND, rtol=0)
     assert r.meta["steps"] == 4 and r.meta["max_len"] == [1, 4, 2]
-    assert set(dec.batch_sizes) == {3}  # finished rows keep their place in the batch
+    assert dec.batch_sizes == [3, 2, 1, 1]  # a finished row leaves the decoder's batch
+    dec_all = ScriptedDecoder({}, NEVER_ENDS)
+    kept = greedy(dec_all, dec_all.init_state(3), 3, BOS, EOS, max_len=limits(1, 4, 2),
+                  pad_id=PAD, compact_done=False)  # fmt: skip
+    assert set(dec_all.batch_sizes) == {3}  # finished rows keep their place in the batch
+    assert torch.equal(kept.tokens, r.tokens) and torch.equal(kept.scores, r.scores)
 
 
 def test_beam_finalises_each_input_at_its_own_limit():
