@@ -14,8 +14,8 @@ the token budget) then decodes the first ``--sentences`` test2016 sentences two 
   its rows (K, or 1 for ``--beam 1``) in the decoder's batch until the last input of the
   batch stops (seqlab before 2026-11-25);
 - ``drop``: the library's default: the rows of inputs that are done are removed once they
-  are an eighth of the batch (``seqlab.decode.beam.drop_done_inputs``, and the same in
-  ``seqlab.decode.greedy.decode_one_per_row``).
+  are an eighth of the batch (``seqlab.decode.state.drop_done_inputs``, called by beam
+  search and by ``seqlab.decode.greedy.decode_one_per_row``).
 
 Both run in this one process, interleaved (the order alternates every repetition), on
 one thread; printed: decoder calls and decoder rows (Σ over calls of the rows decoded),

@@ -1,8 +1,9 @@
 """Batched beam search with the GNMT length penalty and an exact stop rule.
 
-One search serves every model (DESIGN §6): the decoder is called on a fixed B·K batch
-(hypothesis k of input b lives in row b·K + k; the first step, where only slot 0 is
-live, on the B inputs alone); candidate selection is one vectorised
+One search serves every model (DESIGN §6): the decoder is called on K rows per input
+(hypothesis k of input b in row b·K + k; the first step, where only slot 0 is live, on
+the B inputs alone; inputs that are done leave the batch); candidate selection is one
+vectorised
 top-k over the K·V extensions of each input, and bookkeeping (back-pointers, the
 finished set) is separate from it. docs/decoding.md states the rules; in short:
 
@@ -40,7 +41,14 @@ from seqlab.decode.scoring import (
     penalised_score,
     step_log_probs,
 )
-from seqlab.decode.state import DecodeResult, StepDecoder, reorder_state, repeat_rows, state_device
+from seqlab.decode.state import (
+    DecodeResult,
+    StepDecoder,
+    drop_done_inputs,
+    reorder_state,
+    repeat_rows,
+    state_device,
+)
 from seqlab.registry import SEARCHES
 
 STOP_RULE = (
@@ -93,26 +101,6 @@ class Candidates:
             place(self.finishes, self.finishes.new_zeros(1, 1)),
             place(self.live, torch.arange(K, device=ref.device)[None]),
         )
-
-
-def drop_done_inputs(
-    state: Any, y_prev: Tensor, active: Tensor, done: Tensor, K: int
-) -> tuple[Any, Tensor, Tensor]:
-    """Remove the rows of inputs that are done from the decoder's batch (fairseq does the
-    same), once they are at least an eighth of it: a done input no longer changes, so its
-    K rows are wasted work at every later step. Static fields move by whole inputs
-    (``KVCache.reorder`` keeps a shared cache shared).
-
-    Shapes: y_prev (A·K,), active (A,) input ids, done (B,) -> state and y_prev with
-            A′·K rows, active (A′,)
-    """
-    keep = ~done[active]  # (A,)
-    n_done = active.numel() - int(keep.sum())
-    if n_done == 0 or 8 * n_done < active.numel():
-        return state, y_prev, active
-    kept = keep.nonzero()[:, 0]  # (A′,) positions among the active inputs
-    rows = (kept[:, None] * K + torch.arange(K, device=kept.device)).view(-1)  # (A′·K,)
-    return reorder_state(state, rows), y_prev[rows], active[kept]
 
 
 def select_candidates(live_log_prob: Tensor, log_p: Tensor, eos_id: int) -> Candidates:

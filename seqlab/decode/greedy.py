@@ -16,7 +16,7 @@ import torch
 from torch import Tensor
 
 from seqlab.decode.scoring import forbid_eos, step_log_probs
-from seqlab.decode.state import DecodeResult, StepDecoder, reorder_state, state_device
+from seqlab.decode.state import DecodeResult, StepDecoder, drop_done_inputs, state_device
 from seqlab.registry import SEARCHES
 
 # Picks one token per row from the step's log-probabilities: (B, V) -> (B,) long.
@@ -81,8 +81,8 @@ def decode_one_per_row(
     positions hold ``pad_id`` and add nothing to its length or log-probability (the
     decoder still runs on it, fed EOS, so the batch keeps its shape — unless
     ``compact_done``: then, once the finished rows are at least an eighth of those still
-    decoded, they leave the decoder's batch, ``reorder_state`` of the others; the result is
-    the same). Decoding stops when every row is finished. Row b's result is what decoding
+    decoded, they leave the decoder's batch, ``drop_done_inputs``; the result is the
+    same). Decoding stops when every row is finished. Row b's result is what decoding
     it alone with max_len = L_b gives.
 
     Shapes:
@@ -119,11 +119,7 @@ def decode_one_per_row(
             break
         y_prev = y_t.masked_fill(finished, eos_id)[active]  # (A,) a valid id for every decoder
         if compact_done:
-            keep = ~finished[active]  # (A,)
-            n_done = active.numel() - int(keep.sum())
-            if n_done > 0 and 8 * n_done >= active.numel():
-                kept = keep.nonzero()[:, 0]  # (A′,)
-                state, y_prev, active = reorder_state(state, kept), y_prev[kept], active[kept]
+            state, y_prev, active = drop_done_inputs(state, y_prev, active, finished, 1)
     assert log_prob is not None  # every limit >= 1
     return torch.stack(tokens, dim=1), lengths, log_prob  # (B, T), (B,), (B,)
 
