@@ -321,7 +321,8 @@ def beam_search(
             best_live = live_log_prob.max(dim=1).values  # (B,)
             bound = best_possible_score(best_live, t, limit, alpha)  # (B,)
             done = done | finished.cannot_improve(bound)  # (B,)
-        if bool(done.all()):
+        n_done = int(done[active].sum())  # the step's one host sync; dropped inputs are done
+        if n_done == A:
             break
         if t == 1:  # B -> B·K rows, row b·K + k = input b; every slot extends slot 0
             state = repeat_rows(state, B, K, device)  # batch B·K
@@ -330,7 +331,7 @@ def beam_search(
             state = reorder_state(state, index, within_inputs=True)  # batch A·K
         y_prev = live_token[active].view(-1)  # (A·K,)
         if compact_done:
-            state, y_prev, active = drop_done_inputs(state, y_prev, active, done, K)
+            state, y_prev, active = drop_done_inputs(state, y_prev, active, done, K, n_done)
 
     assert finished is not None  # every limit >= 1
     tokens = history.backtrace(finished, pad_id)  # (B, N, T)

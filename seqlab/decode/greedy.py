@@ -115,11 +115,12 @@ def decode_one_per_row(
         lengths = lengths + (~finished).long()  # (B,)
         finished = finished | (y_t == eos_id) | (limit <= t)  # (B,)
         tokens.append(y_t)
-        if bool(finished.all()):
+        n_done = int(finished[active].sum())  # the step's one host sync; dropped rows are done
+        if n_done == active.numel():
             break
         y_prev = y_t.masked_fill(finished, eos_id)[active]  # (A,) a valid id for every decoder
         if compact_done:
-            state, y_prev, active = drop_done_inputs(state, y_prev, active, finished, 1)
+            state, y_prev, active = drop_done_inputs(state, y_prev, active, finished, 1, n_done)
     assert log_prob is not None  # every limit >= 1
     return torch.stack(tokens, dim=1), lengths, log_prob  # (B, T), (B,), (B,)
 

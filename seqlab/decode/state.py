@@ -210,22 +210,22 @@ def repeat_rows(
 
 
 def drop_done_inputs(
-    state: State, y_prev: Tensor, active: Tensor, done: Tensor, K: int
+    state: State, y_prev: Tensor, active: Tensor, done: Tensor, K: int, n_done: int
 ) -> tuple[State, Tensor, Tensor]:
     """Remove the rows of inputs that are done from the decoder's batch (fairseq does the
     same for beam search), once they are at least an eighth of it: a done input no longer
     changes, so its K rows are wasted work at every later step (K = 1 for greedy). One full
     ``reorder_state`` of the remaining rows; static fields move by whole inputs
-    (``KVCache.reorder`` keeps a shared cache shared).
+    (``KVCache.reorder`` keeps a shared cache shared). ``n_done`` = how many of the
+    ``active`` inputs are done, which the caller has already read for its stop check (so
+    a step costs one host sync, not two).
 
     Shapes: y_prev (A·K,), active (A,) input ids, done (B,) bool -> state and y_prev with
             A′·K rows, active (A′,)
     """
-    keep = ~done[active]  # (A,)
-    n_done = active.numel() - int(keep.sum())
     if n_done == 0 or 8 * n_done < active.numel():
         return state, y_prev, active
-    kept = keep.nonzero()[:, 0]  # (A′,) positions among the active inputs
+    kept = (~done[active]).nonzero()[:, 0]  # (A′,) positions among the active inputs
     rows = (kept[:, None] * K + torch.arange(K, device=kept.device)).view(-1)  # (A′·K,)
     return reorder_state(state, rows), y_prev[rows], active[kept]
 

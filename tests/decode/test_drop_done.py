@@ -43,23 +43,36 @@ def limits(B: int) -> torch.Tensor:
     return torch.tensor([2, MAX_LEN, 4, 6][:B])  # (B,) inputs end at different steps
 
 
-@pytest.mark.parametrize("name", list(CASES))
-def test_dropping_done_inputs_changes_nothing(name):
-    case = CASES[name]()
+def with_and_without(case, search):
+    """(result, SizeSpy) of ``search(decoder, compact_done)`` with dropping and without."""
     runs = {}
     for compact in (True, False):
         spy = SizeSpy(case.model)
-        res = beam_search(spy, case.state(), case.B, case.bos, case.eos, limits(case.B), K,
-                          N_BEST, alpha=0.6, pad_id=case.pad, compact_done=compact)  # fmt: skip
-        runs[compact] = (res, spy)
-    (fast, spy), (full, spy_full) = runs[True], runs[False]
-    assert spy_full.rows[1:] == [case.B * K] * (len(spy_full.rows) - 1)
-    assert min(spy.rows[1:]) < case.B * K  # some input was dropped
-    assert spy.rows == sorted(spy.rows[:1]) + sorted(spy.rows[1:], reverse=True)
+        runs[compact] = (search(spy, compact), spy)
+    return runs[True], runs[False]
+
+
+def assert_same_result(fast, full):
     assert torch.equal(fast.tokens, full.tokens)
     assert torch.equal(fast.lengths, full.lengths)
     torch.testing.assert_close(fast.scores, full.scores, atol=1e-12, rtol=0)
     torch.testing.assert_close(fast.log_probs, full.log_probs, atol=1e-12, rtol=0)
+
+
+@pytest.mark.parametrize("name", list(CASES))
+def test_dropping_done_inputs_changes_nothing(name):
+    case = CASES[name]()
+    (fast, spy), (full, spy_full) = with_and_without(
+        case,
+        lambda dec, compact: beam_search(
+            dec, case.state(), case.B, case.bos, case.eos, limits(case.B), K, N_BEST,
+            alpha=0.6, pad_id=case.pad, compact_done=compact,
+        ),
+    )  # fmt: skip
+    assert spy_full.rows[1:] == [case.B * K] * (len(spy_full.rows) - 1)
+    assert min(spy.rows[1:]) < case.B * K  # some input was dropped
+    assert spy.rows == sorted(spy.rows[:1]) + sorted(spy.rows[1:], reverse=True)
+    assert_same_result(fast, full)
     if name.startswith("transformer"):  # one shared K/V row per remaining input
         for rows, (kv_rows, group) in zip(spy.rows[1:], spy.cross[1:], strict=True):
             assert group == K and kv_rows * K == rows
@@ -68,19 +81,17 @@ def test_dropping_done_inputs_changes_nothing(name):
 @pytest.mark.parametrize("name", list(CASES))
 def test_greedy_dropping_finished_rows_changes_nothing(name):
     case = CASES[name]()
-    runs = {}
-    for compact in (True, False):
-        spy = SizeSpy(case.model)
-        # min_len 2: no row ends before the one whose limit is 2, so rows end apart
-        res = greedy(spy, case.state(), case.B, case.bos, case.eos, limits(case.B),
-                     min_len=2, pad_id=case.pad, compact_done=compact)  # fmt: skip
-        runs[compact] = (res, spy)
-    (fast, spy), (full, spy_full) = runs[True], runs[False]
+    # min_len 2: no row ends before the one whose limit is 2, so rows end apart
+    (fast, spy), (full, spy_full) = with_and_without(
+        case,
+        lambda dec, compact: greedy(
+            dec, case.state(), case.B, case.bos, case.eos, limits(case.B), min_len=2,
+            pad_id=case.pad, compact_done=compact,
+        ),
+    )  # fmt: skip
     assert set(spy_full.rows) == {case.B}
     assert min(spy.rows) < case.B and spy.rows == sorted(spy.rows, reverse=True)
-    assert torch.equal(fast.tokens, full.tokens)
-    assert torch.equal(fast.lengths, full.lengths)
-    torch.testing.assert_close(fast.scores, full.scores, atol=1e-12, rtol=0)
+    assert_same_result(fast, full)
 
 
 def test_kv_reorder_keeps_whole_groups_shared():
