@@ -4,6 +4,7 @@
     python benchmarks/peers.py --quick    # small-config bf16 training + beam-5 ratios (< 3 min)
     python benchmarks/peers.py --impls seqlab,hf --sizes base --sections train
     python benchmarks/peers.py --tiny --out /tmp/r.md --json /tmp/p.json   # smoke test
+    python benchmarks/peers.py --device cuda   # the same on a GPU (its own section + JSON)
 
 Sections (each: every variant round-robin, median of repetitions after warm-up):
 
@@ -20,6 +21,11 @@ A peer whose library is missing gets a row saying "not installed" (``pip install
 '.[bench]'`` installs them). Writes the section ``## Performance vs peers`` of ``--out``
 (docs/results.md) and the record ``--json`` (docs/figures/peers.json). Nothing else may
 run on the machine meanwhile (PEERS.md: a pip install halved the GEMM rate).
+
+``--device cuda`` runs every section on the GPU (models, batches, autocast and the matmul
+peak there, 8192² by default; each timed repetition synchronised) and writes its own
+section, ``## Performance vs peers on a GPU``, and ``docs/figures/peers-cuda.json``, so the
+CPU numbers stay beside it. Peak memory is then also the GPU's (allocated, MiB).
 """
 
 from __future__ import annotations
@@ -77,6 +83,7 @@ class Plan:
     rnn_reps: int = 7
     peak_n: int = 2048
     peak_reps: int = 5
+    device: str = "cpu"
 
     def steps(self, size: pm.Size) -> int:
         return (self.train_steps or {}).get(size.name, 4 if size.name != "base" else 2)
@@ -115,7 +122,10 @@ TINY = Plan(
 
 
 def _rss(t: Timing) -> dict[str, float]:
-    return {"rss_mib": t.rss_mib, "rss_delta_mib": t.rss_delta_mib, "cv": t.cv}
+    out = {"rss_mib": t.rss_mib, "rss_delta_mib": t.rss_delta_mib, "cv": t.cv}
+    if t.gpu_mib == t.gpu_mib:  # measured (CUDA)
+        out |= {"gpu_mib": t.gpu_mib, "gpu_delta_mib": t.gpu_delta_mib}
+    return out
 
 
 def missing_row(section: str, what: str, impl: str, precision: str, why: str) -> dict[str, Any]:
@@ -146,16 +156,19 @@ def measure_train(plan: Plan, peak: dict[str, float], log: Callable) -> list[dic
         torch.manual_seed(0)
         batches = pm.make_batches(plan.steps(size), size, plan.batch)
         flops = sum(pm.batch_flops(size, b) for b in batches)
+        batches = [b.to(plan.device) for b in batches]
         variants, built = {}, {}
         for impl in plan.impls:
-            trainee, status = _build(impl, lambda i=impl, s=size: ptrain.build_trainee(i, s))
+            trainee, status = _build(
+                impl, lambda i=impl, s=size: ptrain.build_trainee(i, s, plan.device)
+            )
             for prec in plan.precisions:
                 if trainee is None:
                     rows.append(missing_row("train", size.name, impl, prec, status))
                 else:
                     built[(impl, prec)] = trainee
                     variants[f"{impl} {prec}"] = ptrain.train_rep(trainee, batches, prec)
-        timings = round_robin(variants, plan.reps(size), warmup=1, log=log)
+        timings = round_robin(variants, plan.reps(size), warmup=1, log=log, device=plan.device)
         for (impl, prec), _ in built.items():
             t = timings[f"{impl} {prec}"]
             gflop_s = flops / t.median_s / 1e9
@@ -183,8 +196,11 @@ def measure_decode(plan: Plan, log: Callable) -> tuple[list[dict[str, Any]], lis
     size = plan.sizes[0] if plan.sizes[0].name == "tiny" else pm.SMALL
     torch.manual_seed(0)
     sources = [s for s, _ in pm.make_pairs(plan.sentences, size, seed=1)]
-    batches = pdec.source_batches(sources, plan.decode_batch)
-    builders = {"seqlab": lambda: pm.build_seqlab(size)[0], "hf": lambda: pm.build_marian(size)}
+    batches = pdec.source_batches(sources, plan.decode_batch, plan.device)
+    builders = {
+        "seqlab": lambda: pm.build_seqlab(size)[0].to(plan.device),
+        "hf": lambda: pm.build_marian(size).to(plan.device),
+    }
     rows: list[dict[str, Any]] = []
     variants, models = {}, {}
     for impl in (i for i in plan.impls if i in builders):
@@ -200,7 +216,7 @@ def measure_decode(plan: Plan, log: Callable) -> tuple[list[dict[str, Any]], lis
                     impl, model, batches, beam, plan.new_tokens, prec
                 )
     log(f"[decode] {len(variants)} variants, {plan.sentences} sentences")
-    timings = round_robin(variants, plan.decode_reps, warmup=1, log=log)
+    timings = round_robin(variants, plan.decode_reps, warmup=1, log=log, device=plan.device)
     steps = len(batches) * plan.new_tokens
     for impl, what, prec in models:
         t = timings[f"{impl} {what} {prec}"]
@@ -240,7 +256,7 @@ def measure_rnn(plan: Plan, peak: dict[str, float], log: Callable) -> list[dict[
             torch.manual_seed(0)
             module = prnn.build_rnn(impl, kind, s)
             for prec in plan.precisions:
-                run = prnn.rnn_rep(module, s, prec, plan.rnn_steps)
+                run = prnn.rnn_rep(module, s, prec, plan.rnn_steps, device=plan.device)
                 failure = _fails(run)
                 if failure:  # e.g. nn.LSTM under bf16 autocast where oneDNN lacks bf16
                     log(f"[rnn] {impl} {kind} {prec}: {failure}")
@@ -249,7 +265,7 @@ def measure_rnn(plan: Plan, peak: dict[str, float], log: Callable) -> list[dict[
                 keys.append((kind, impl, prec))
                 variants[f"{impl} {kind} {prec}"] = run
     log(f"[rnn] {len(variants)} variants")
-    timings = round_robin(variants, plan.rnn_reps, warmup=1, log=log)
+    timings = round_robin(variants, plan.rnn_reps, warmup=1, log=log, device=plan.device)
     for kind, impl, prec in keys:
         t = timings[f"{impl} {kind} {prec}"]
         gflop_s = prnn.rnn_flops(kind, s) * plan.rnn_steps / t.median_s / 1e9
@@ -282,10 +298,18 @@ def versions() -> str:
     return ", ".join(out)
 
 
-def machine() -> str:
+def machine(device: str = "cpu") -> str:
     flags = sorted(read_cpu_flags() & {"avx512f", "avx512_bf16", "amx_bf16", "amx_tile"})
     capability = torch.backends.cpu.get_cpu_capability()
-    return f"{machine_description()}; CPU flags {', '.join(flags) or 'none'}; ATen {capability}"
+    out = f"{machine_description()}; CPU flags {', '.join(flags) or 'none'}; ATen {capability}"
+    if torch.device(device).type == "cuda":
+        props = torch.cuda.get_device_properties(device)
+        out += (
+            f"; GPU {props.name} ({props.total_memory / 2**30:.0f} GiB, "
+            f"{props.multi_processor_count} SMs, sm_{props.major}{props.minor}), "
+            f"CUDA {torch.version.cuda}, cuDNN {torch.backends.cudnn.version()}"
+        )
+    return out
 
 
 def run(plan: Plan, log: Callable[[str], None] = print) -> dict[str, Any]:
@@ -294,7 +318,9 @@ def run(plan: Plan, log: Callable[[str], None] = print) -> dict[str, Any]:
     mfu_precisions = plan.precisions if {"train", "rnn"} & set(plan.sections) else ()
     log(f"[peak] matmul {' / '.join(mfu_precisions) or '(not needed)'}")
     peak_t = (
-        matmul_peak(plan.peak_n, plan.peak_reps, log=log, precisions=mfu_precisions)
+        matmul_peak(
+            plan.peak_n, plan.peak_reps, log=log, precisions=mfu_precisions, device=plan.device
+        )
         if mfu_precisions
         else {}
     )
@@ -331,6 +357,11 @@ def parse_args(argv: list[str]) -> tuple[argparse.Namespace, Plan]:
     p.add_argument("--sections", help=f"comma-separated, from {','.join(SECTIONS)}")
     p.add_argument("--threads", type=int, help="torch.set_num_threads (default: torch's)")
     p.add_argument(
+        "--device",
+        default="cpu",
+        help="cpu (default) or cuda[:N]: every section on that device (module doc)",
+    )
+    p.add_argument(
         "--allocator",
         choices=("keep", "default"),
         default="keep",
@@ -338,9 +369,18 @@ def parse_args(argv: list[str]) -> tuple[argparse.Namespace, Plan]:
         "implementation: one process); default: glibc as is",
     )
     p.add_argument("--out", default=str(ROOT / "docs" / "results.md"), help="markdown file")
-    p.add_argument("--json", default=str(ROOT / "docs" / "figures" / "peers.json"))
+    p.add_argument("--json", help="the record (default docs/figures/peers[-cuda].json)")
     args = p.parse_args(argv)
     plan = TINY if args.tiny else QUICK if args.quick else Plan()
+    kind = args.device.split(":")[0]
+    if kind not in ("cpu", "cuda"):
+        p.error(f"--device {args.device!r}: choose cpu or cuda[:N]")
+    if kind == "cuda" and not torch.cuda.is_available():
+        p.error("--device cuda: torch.cuda.is_available() is False on this machine (no GPU "
+                "or a CPU-only torch build); run without --device")  # fmt: skip
+    if args.json is None:
+        name = "peers.json" if kind == "cpu" else "peers-cuda.json"
+        args.json = str(ROOT / "docs" / "figures" / name)
 
     def pick(text: str | None, known: tuple[str, ...], what: str) -> tuple[str, ...] | None:
         if text is None:
@@ -360,6 +400,12 @@ def parse_args(argv: list[str]) -> tuple[argparse.Namespace, Plan]:
         changes["precisions"] = changes["decode_precisions"] = precisions
     if sections := pick(args.sections, SECTIONS, "sections"):
         changes["sections"] = sections
+    if kind == "cuda":  # a GPU's peak needs large products (2048² is launch-bound there),
+        # and a step takes milliseconds there: more of them per timed repetition
+        changes["device"] = args.device
+        if not args.tiny:
+            changes |= {"peak_n": 8192, "train_steps": {"small": 16, "base": 8}}
+            changes |= {"rnn_steps": 16}
     return args, replace(plan, **changes)
 
 
@@ -374,13 +420,15 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     record = run(plan, log=lambda line: print(line, flush=True))
     command = shlex.join(["python", "benchmarks/peers.py", *argv])
     record["command"] = command
-    record["machine"] = machine()
-    section = report.render(record, command, record["machine"])
+    record["machine"] = machine(plan.device)
+    record["device"] = plan.device
+    heading = report.heading(plan.device)
+    section = report.render(record, command, record["machine"], heading)
     print()
     print(section)
-    write_section(Path(args.out), section, report.HEADING)
+    write_section(Path(args.out), section, heading)
     write_json(args.json, record)
-    print(f"\nwrote the section '{report.HEADING}' of {args.out} and {args.json}")
+    print(f"\nwrote the section '{heading}' of {args.out} and {args.json}")
     return record
 
 

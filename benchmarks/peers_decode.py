@@ -35,12 +35,14 @@ from seqlab.train.precision import autocast_context
 ALPHA = 0.6  # the preset's length_penalty
 
 
-def source_batches(sources: list[list[int]], batch_size: int = 32) -> list[tuple[Tensor, Tensor]]:
-    """Padded (src (B, S), src_mask (B, S)) batches in input order."""
+def source_batches(
+    sources: list[list[int]], batch_size: int = 32, device: str | torch.device = "cpu"
+) -> list[tuple[Tensor, Tensor]]:
+    """Padded (src (B, S), src_mask (B, S)) batches in input order, on ``device``."""
     out = []
     for i in range(0, len(sources), batch_size):
         src, lengths = pad_batch(sources[i : i + batch_size], PAD_ID)  # (B, S), (B,)
-        out.append((src, padding_mask(lengths, src.shape[1])))
+        out.append((src.to(device), padding_mask(lengths, src.shape[1]).to(device)))
     return out
 
 
@@ -102,16 +104,20 @@ def decode_rep(
     n_new: int,
     precision: str,
 ) -> Callable[[], int]:
-    """One repetition: decode every batch; returns the number of sentences."""
+    """One repetition: decode every batch; returns the number of sentences. The model
+    and the batches must be on one device already; autocast is that device's."""
     fn = DECODERS[impl]
     n = sum(src.size(0) for src, _ in batches)
+    device = batches[0][0].device
     model.eval()
 
     def run() -> int:
         cast = (
-            autocast_context(precision, "cpu")  # type: ignore[arg-type]
+            autocast_context(precision, device)  # type: ignore[arg-type]
             if impl == "seqlab"
-            else (torch.autocast("cpu", dtype=torch.bfloat16) if precision == "bf16" else None)
+            else (
+                torch.autocast(device.type, dtype=torch.bfloat16) if precision == "bf16" else None
+            )
         )
         with cast or contextlib.nullcontext():
             for src, mask in batches:
@@ -158,8 +164,8 @@ class UncachedDecoder:
 
 @torch.no_grad()
 def uncached_decode(model: nn.Module, source: list[int], beam: int, n_new: int) -> Tensor:
-    """One sentence alone (no padding), no cache.  -> (n_new,)."""
-    src = torch.tensor([source])  # (1, S)
+    """One sentence alone (no padding), no cache, on the model's device.  -> (n_new,)."""
+    src = torch.tensor([source], device=next(model.parameters()).device)  # (1, S)
     mask = torch.ones_like(src, dtype=torch.bool)  # (1, S)
     dec = UncachedDecoder(model)
     state = dec.init_state(model.encode(src, mask), mask)
@@ -176,7 +182,8 @@ def check_cached_batched(
     """
     model.eval()
     same = 0
-    for i, (src, mask) in enumerate(source_batches(sources, batch_size)):
+    device = next(model.parameters()).device
+    for i, (src, mask) in enumerate(source_batches(sources, batch_size, device)):
         fast = seqlab_decode(model, src, mask, beam, n_new)  # (B, n_new)
         for b in range(src.size(0)):
             slow = uncached_decode(model, sources[i * batch_size + b], beam, n_new)

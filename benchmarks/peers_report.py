@@ -19,6 +19,14 @@ from typing import Any
 from seqlab.inspect.figures import markdown_table
 
 HEADING = "## Performance vs peers"
+HEADING_GPU = "## Performance vs peers on a GPU"
+
+
+def heading(device: str = "cpu") -> str:
+    """The section a run on ``device`` writes (a GPU run does not replace the CPU's)."""
+    return HEADING if device.split(":")[0] == "cpu" else HEADING_GPU
+
+
 TITLES = {
     "train": "Training step (forward, label-smoothed loss, backward, Adam)",
     "decode": "Decoding (exactly N new tokens per sentence, K/V cache)",
@@ -50,6 +58,9 @@ def rows_table(rows: list[dict[str, Any]], section: str) -> str:
     if section != "decode":
         head += ["GFLOP/s", "MFU"]
     head += ["cv", "peak RSS MiB (Δ)"]
+    gpu = any("gpu_mib" in r for r in rows if r["section"] == section)
+    if gpu:
+        head += ["peak GPU MiB (Δ)"]
     body = []
     for r in (r for r in rows if r["section"] == section):
         if r["status"] != "ok":
@@ -68,6 +79,8 @@ def rows_table(rows: list[dict[str, Any]], section: str) -> str:
             cells += [_f(r["gflop_s"], ".0f"), _f(100 * r["mfu"], ".1f") + " %"]
         rss = f"{_f(r['rss_mib'], ',.0f')} ({_f(r['rss_delta_mib'], '+,.0f')})"
         cells += [_f(100 * r["cv"], ".0f") + " %", rss]
+        if gpu:
+            cells += [f"{_f(r.get('gpu_mib'), ',.0f')} ({_f(r.get('gpu_delta_mib'), '+,.0f')})"]
         body.append(cells)
     return markdown_table(head, body)
 
@@ -140,11 +153,12 @@ def check_lines(checks: list[dict[str, Any]]) -> list[str]:
     ]
 
 
-def render(record: dict[str, Any], command: str, machine: str) -> str:
-    """The markdown section (heading first, no trailing newline)."""
+def render(record: dict[str, Any], command: str, machine: str, title: str = HEADING) -> str:
+    """The markdown section (heading ``title`` first, no trailing newline)."""
     rows = record["rows"]
+    json_name = "peers.json" if title == HEADING else "peers-cuda.json"
     parts = [
-        HEADING,
+        title,
         "",
         f"Command: `{command}`  ",
         f"Machine: {machine}  ",
@@ -167,5 +181,5 @@ def render(record: dict[str, Any], command: str, machine: str) -> str:
         parts += ["", *check_lines(record["checks"])]
     if record.get("ratios"):
         parts += ["", "### Ratios (same run)", "", ratios_table(record["ratios"])]
-    parts += ["", "Numbers: `docs/figures/peers.json`."]
+    parts += ["", f"Numbers: `docs/figures/{json_name}`."]
     return "\n".join(parts)

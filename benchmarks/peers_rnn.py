@@ -57,17 +57,25 @@ def build_rnn(impl: str, kind: str, s: RNNShape) -> nn.Module:
 
 
 def rnn_rep(
-    module: nn.Module, s: RNNShape, precision: str, steps: int, seed: int = 0
+    module: nn.Module,
+    s: RNNShape,
+    precision: str,
+    steps: int,
+    seed: int = 0,
+    device: str = "cpu",
 ) -> Callable[[], int]:
-    """One repetition: ``steps`` forward + backward passes; returns the tokens processed."""
+    """One repetition: ``steps`` forward + backward passes on ``device`` (the module is
+    moved there); returns the tokens processed."""
     g = torch.Generator().manual_seed(seed)
-    x = torch.randn(s.batch, s.seq, s.input_size, generator=g).requires_grad_()  # (B, T, D)
-    module.train()
+    x = torch.randn(s.batch, s.seq, s.input_size, generator=g)  # (B, T, D)
+    x = x.to(device).requires_grad_()
+    module.to(device).train()
+    kind = torch.device(device).type
 
     def run() -> int:
         for _ in range(steps):
             cast = (
-                torch.autocast("cpu", dtype=torch.bfloat16)
+                torch.autocast(kind, dtype=torch.bfloat16)
                 if precision == "bf16"
                 else contextlib.nullcontext()
             )

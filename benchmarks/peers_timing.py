@@ -6,6 +6,10 @@ so drift of the machine hits all of them alike; warm-up repetitions run first, o
 after the other, and are not timed. A repetition returns its amount of work (tokens,
 sentences, FLOPs); the result is the median of the per-repetition rates and the
 coefficient of variation cv = stdev / mean of the repetition times.
+
+On a CUDA device every repetition is bracketed by ``torch.cuda.synchronize`` (kernels run
+asynchronously: without it the clock would stop when the last kernel is *queued*), and the
+warm-up also records the peak GPU memory allocated (``torch.cuda.max_memory_allocated``).
 """
 
 from __future__ import annotations
@@ -28,7 +32,8 @@ class Timing:
     """Repetition times (s) and work of one variant, and the peak memory of its warm-up.
 
     rss_mib: process peak RSS during the warm-up (everything loaded so far included);
-    rss_delta_mib: that peak minus the resident size when the warm-up started.
+    rss_delta_mib: that peak minus the resident size when the warm-up started;
+    gpu_mib / gpu_delta_mib: the same for CUDA memory allocated (NaN on a CPU).
     """
 
     name: str
@@ -36,6 +41,8 @@ class Timing:
     work: list[float] = field(default_factory=list)
     rss_mib: float = float("nan")
     rss_delta_mib: float = float("nan")
+    gpu_mib: float = float("nan")
+    gpu_delta_mib: float = float("nan")
 
     @property
     def median_s(self) -> float:
@@ -63,25 +70,48 @@ def current_rss_mib() -> float:
     return float("nan")
 
 
+def is_cuda(device: str | torch.device) -> bool:
+    return torch.device(device).type == "cuda"
+
+
+def synchronize(device: str | torch.device) -> None:
+    """Wait for the device's queued kernels (a no-op on a CPU)."""
+    if is_cuda(device):
+        torch.cuda.synchronize(device)
+
+
 def round_robin(
     variants: dict[str, Rep],
     reps: int,
     warmup: int = 1,
     log: Callable[[str], None] = lambda line: None,
+    device: str | torch.device = "cpu",
 ) -> dict[str, Timing]:
-    """Warm each variant up (peak RSS recorded), then time ``reps`` rounds round-robin."""
+    """Warm each variant up (peak RSS, and on CUDA peak GPU memory, recorded), then time
+    ``reps`` rounds round-robin."""
     out = {name: Timing(name) for name in variants}
+    cuda = is_cuda(device)
     for name, run in variants.items():
         reset_peak_rss()
         base = current_rss_mib()
+        if cuda:
+            synchronize(device)
+            torch.cuda.reset_peak_memory_stats(device)
+            gpu_base = torch.cuda.memory_allocated(device) / 2**20
         for _ in range(warmup):
             run()
+        synchronize(device)
         out[name].rss_mib = peak_rss_mib()
         out[name].rss_delta_mib = out[name].rss_mib - base
+        if cuda:
+            out[name].gpu_mib = torch.cuda.max_memory_allocated(device) / 2**20
+            out[name].gpu_delta_mib = out[name].gpu_mib - gpu_base
     for r in range(reps):
         for name, run in variants.items():
+            synchronize(device)
             t0 = time.perf_counter()
             work = run()
+            synchronize(device)
             out[name].seconds.append(time.perf_counter() - t0)
             out[name].work.append(float(work))
         log(
@@ -91,12 +121,12 @@ def round_robin(
     return out
 
 
-def matmul_rep(n: int, dtype: torch.dtype, inner: int) -> Rep:
+def matmul_rep(n: int, dtype: torch.dtype, inner: int, device: str | torch.device = "cpu") -> Rep:
     """One repetition of ``inner`` (n × n) @ (n × n) products in ``dtype``; work = FLOPs."""
     g = torch.Generator().manual_seed(0)
-    a = torch.randn(n, n, generator=g).to(dtype)
-    b = torch.randn(n, n, generator=g).to(dtype)
-    c = torch.empty(n, n, dtype=dtype)
+    a = torch.randn(n, n, generator=g).to(device, dtype)
+    b = torch.randn(n, n, generator=g).to(device, dtype)
+    c = torch.empty(n, n, dtype=dtype, device=device)
 
     def run() -> float:
         for _ in range(inner):
@@ -115,11 +145,13 @@ def matmul_peak(
     inner: int = 4,
     log: Callable[[str], None] = lambda s: None,
     precisions: tuple[str, ...] = ("fp32", "bf16"),
+    device: str | torch.device = "cpu",
 ) -> dict[str, Timing]:
     """GEMM FLOP/s of this process per precision (the MFU denominators), round-robin.
 
     Only the ``precisions`` asked for: on a CPU without bf16 instructions (AVX2 only) a
     2048² bf16 matmul runs ~100x slower than fp32 and the bf16 peak alone takes minutes.
+    fp32 on CUDA is true fp32 (PyTorch's default ``allow_tf32 = False`` for matmuls).
     """
-    variants = {p: matmul_rep(n, DTYPES[p], inner) for p in precisions}
-    return round_robin(variants, reps, warmup=1, log=log)
+    variants = {p: matmul_rep(n, DTYPES[p], inner, device) for p in precisions}
+    return round_robin(variants, reps, warmup=1, log=log, device=device)

@@ -14,7 +14,10 @@ every implementation. Where they differ is *how*:
   (default implementation), ``zero_grad(set_to_none=True)``.
 
 A variant is one (implementation, precision); a repetition runs it over a fixed list of
-batches and returns the target (non-pad) tokens it trained on.
+batches and returns the target (non-pad) tokens it trained on. Every model lives on the
+``device`` it was built for (``cpu`` or ``cuda``), the batches too, and autocast is that
+device's. On CUDA seqlab's ``build_optimizer`` picks the fused Adam kernel as on a CPU;
+the peers keep ``torch.optim.Adam``'s default (foreach on CUDA).
 """
 
 from __future__ import annotations
@@ -54,15 +57,16 @@ class Trainee:
     step: Callable[[Seq2SeqBatch, str], float]
 
 
-def peer_autocast(precision: str) -> contextlib.AbstractContextManager:
+def peer_autocast(precision: str, device: str = "cpu") -> contextlib.AbstractContextManager:
     if precision == "bf16":
-        return torch.autocast("cpu", dtype=torch.bfloat16)
+        return torch.autocast(torch.device(device).type, dtype=torch.bfloat16)
     return contextlib.nullcontext()
 
 
-def seqlab_trainee(size: pm.Size) -> Trainee:
+def seqlab_trainee(size: pm.Size, device: str = "cpu") -> Trainee:
     """seqlab's model, optimizer and schedule as the Trainer builds them; its step path."""
     model, cfg, task = pm.build_seqlab(size)
+    model.to(device)  # before the optimizer, as the Trainer does
     optimizer = build_optimizer(model, cfg.train.optim)
     schedule = build_schedule(optimizer, cfg.schedule, cfg.schedule_cfg)
     dist = DistContext()
@@ -76,7 +80,7 @@ def seqlab_trainee(size: pm.Size) -> Trainee:
             [batch],
             dist,
             label_smoothing=LABEL_SMOOTHING,
-            autocast=lambda: autocast_context(precision, "cpu"),  # type: ignore[arg-type]
+            autocast=lambda: autocast_context(precision, device),  # type: ignore[arg-type]
         )
         count[0] += 1
         stats = apply_update(
@@ -87,13 +91,14 @@ def seqlab_trainee(size: pm.Size) -> Trainee:
     return Trainee("seqlab", model, step)
 
 
-def peer_trainee(impl: str, model: nn.Module, logits_of: Callable) -> Trainee:
+def peer_trainee(impl: str, model: nn.Module, logits_of: Callable, device: str = "cpu") -> Trainee:
     """A user-written loop around any model mapping a batch to (B, T, V) logits."""
+    model.to(device)
     optimizer = torch.optim.Adam(model.parameters(), **ADAM)
 
     def step(batch: Seq2SeqBatch, precision: str) -> float:
         model.train()
-        with peer_autocast(precision):
+        with peer_autocast(precision, device):
             logits = logits_of(model, batch)  # (B, T, V)
             loss = F.cross_entropy(
                 logits.flatten(0, 1),
@@ -113,14 +118,14 @@ def _reference_logits(model: nn.Module, b: Seq2SeqBatch) -> torch.Tensor:
     return model(b.src, b.src_mask, b.y_in, b.tgt_mask)
 
 
-def build_trainee(impl: str, size: pm.Size) -> Trainee:
-    """``impl`` in IMPLEMENTATIONS; ImportError when its library is not installed."""
+def build_trainee(impl: str, size: pm.Size, device: str = "cpu") -> Trainee:
+    """``impl`` in IMPLEMENTATIONS, on ``device``; ImportError when its library is missing."""
     if impl == "seqlab":
-        return seqlab_trainee(size)
+        return seqlab_trainee(size, device)
     if impl == "nn":
-        return peer_trainee("nn", pm.ReferenceTransformer(size), _reference_logits)
+        return peer_trainee("nn", pm.ReferenceTransformer(size), _reference_logits, device)
     if impl == "hf":
-        return peer_trainee("hf", pm.build_marian(size), pm.marian_logits)
+        return peer_trainee("hf", pm.build_marian(size), pm.marian_logits, device)
     raise ValueError(f"unknown implementation {impl!r}; choose from {IMPLEMENTATIONS}")
 
 

@@ -206,3 +206,29 @@ def test_quick_plan_is_small_bf16_training_and_beam_five():
     assert plan.decode_precisions == ("bf16",)
     with pytest.raises(SystemExit):
         peers.parse_args(["--impls", "seqlab,fairseq"])
+
+
+def test_device_option_is_checked_and_a_gpu_run_gets_its_own_section(monkeypatch):
+    with pytest.raises(SystemExit):
+        peers.parse_args(["--device", "tpu"])
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    with pytest.raises(SystemExit):  # no GPU here: said at once, nothing measured
+        peers.parse_args(["--device", "cuda"])
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    args, plan = peers.parse_args(["--device", "cuda:0", "--quick"])
+    assert plan.device == "cuda:0" and plan.peak_n == 8192 and args.json.endswith("peers-cuda.json")
+    assert plan.steps(peers.pm.SMALL) == 16 and plan.sizes == (peers.pm.SMALL,)
+    args, plan = peers.parse_args([])
+    assert plan.device == "cpu" and args.json.endswith("peers.json")
+    assert peers_report.heading("cpu") == peers_report.HEADING
+    assert peers_report.heading("cuda:1") == peers_report.HEADING_GPU != peers_report.HEADING
+
+
+def test_gpu_memory_column_only_where_measured():
+    row = {"section": "train", "what": "small", "impl": "seqlab", "precision": "bf16"} | {
+        "status": "ok", "rate": 1.0, "ms": 1.0, "gflop_s": 1.0, "mfu": 0.5, "cv": 0.0,
+        "rss_mib": 100.0, "rss_delta_mib": 1.0,
+    }  # fmt: skip
+    assert "GPU" not in peers_report.rows_table([row], "train")
+    table = peers_report.rows_table([row | {"gpu_mib": 512.0, "gpu_delta_mib": 64.0}], "train")
+    assert "peak GPU MiB (Δ)" in table and "512 (+64)" in table
