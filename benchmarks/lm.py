@@ -49,7 +49,7 @@ from seqlab import api
 from seqlab.config import load_yaml
 from seqlab.inspect.measure import overrides_for
 from seqlab.run_config import resolve_run
-from seqlab.train.fingerprint import cpu_model
+from seqlab.train.fingerprint import cpu_model, gpu_description
 
 ROOT = Path(__file__).resolve().parent.parent
 HEADING = "## Language models"
@@ -300,6 +300,7 @@ def machine_description() -> str:
     return (
         f"{cpu_model()}, {os.cpu_count()} cores, torch {torch.__version__} "
         f"({torch.get_num_threads()} threads), Python {platform.python_version()}"
+        f"{gpu_description()}"
     )
 
 

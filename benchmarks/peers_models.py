@@ -212,7 +212,9 @@ class ReferenceTransformer(nn.Module):
 
     def forward(self, src: Tensor, src_mask: Tensor, y_in: Tensor, tgt_mask: Tensor) -> Tensor:
         T = y_in.size(1)
-        causal = nn.Transformer.generate_square_subsequent_mask(T, dtype=torch.bool)  # (T, T)
+        causal = nn.Transformer.generate_square_subsequent_mask(
+            T, device=y_in.device, dtype=torch.bool
+        )  # (T, T)
         h = self.transformer(
             self.embed_at(src),
             self.embed_at(y_in),

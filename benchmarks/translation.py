@@ -37,6 +37,7 @@ from seqlab.inspect.measure import (  # shared with seqlab compare; re-exported 
     train_tokens_per_s,
 )
 from seqlab.inspect.measure import reset_peak_rss as _reset_peak_rss
+from seqlab.train.fingerprint import gpu_description
 
 ROOT = Path(__file__).resolve().parent.parent
 HEADING = "## Translation (Multi30k de→en, test2016)"
@@ -201,6 +202,7 @@ def machine_description() -> str:
     return (
         f"{cpu}, {os.cpu_count()} cores, torch {torch.__version__} "
         f"({torch.get_num_threads()} threads), Python {platform.python_version()}"
+        f"{gpu_description()}"
     )
 
 

@@ -232,3 +232,29 @@ def test_gpu_memory_column_only_where_measured():
     assert "GPU" not in peers_report.rows_table([row], "train")
     table = peers_report.rows_table([row | {"gpu_mib": 512.0, "gpu_delta_mib": 64.0}], "train")
     assert "peak GPU MiB (Δ)" in table and "512 (+64)" in table
+
+
+def test_profile_report_counts_operators_per_step(tmp_path):
+    from benchmarks import profile_peers
+
+    out = tmp_path / "profile.txt"
+    report = profile_peers.main(
+        ["--size", "tiny", "--impls", "seqlab,nn", "--precision", "fp32", "--steps", "2"]
+        + ["--warmup", "1", "--rows", "5", "--out", str(out)]
+    )
+    heads = [line for line in report.splitlines() if line.startswith("== ")]
+    assert [h.split()[1] for h in heads] == ["seqlab", "nn"]
+    assert all("ms/step" in h and "operator calls/step" in h for h in heads)
+    assert "aten::" in report and out.read_text() == report + "\n"
+    with pytest.raises(SystemExit):
+        profile_peers.main(["--impls", "fairseq"])
+
+
+def test_machine_lines_name_a_gpu_only_where_there_is_one(monkeypatch):
+    from seqlab.train import fingerprint
+
+    monkeypatch.setattr(fingerprint, "_cuda", lambda: None)
+    assert fingerprint.gpu_description() == ""
+    info = {"cuda": "13.0", "cudnn": 1, "devices": [{"name": "NVIDIA H200", "capability": "9.0"}]}
+    monkeypatch.setattr(fingerprint, "_cuda", lambda: info)
+    assert fingerprint.gpu_description() == ", 1 × NVIDIA H200 (CUDA 13.0)"

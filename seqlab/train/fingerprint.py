@@ -80,6 +80,16 @@ def _cuda() -> dict[str, Any] | None:
     return {"cuda": torch.version.cuda, "cudnn": torch.backends.cudnn.version(), "devices": devices}
 
 
+def gpu_description() -> str:
+    """ ", 1 × NVIDIA H200 (CUDA 13.0)" where CUDA devices are visible, else "" (for the
+    machine lines of benchmark reports)."""
+    info = _cuda()
+    if not info or not info["devices"]:
+        return ""
+    names = sorted({d["name"] for d in info["devices"]})
+    return f", {len(info['devices'])} × {' / '.join(names)} (CUDA {info['cuda']})"
+
+
 def environment_fingerprint(seed: int | None, workdir: str | Path | None = None) -> dict[str, Any]:
     """Versions, device, threads, git commit, seed and time of this process (JSON-ready)."""
     flags = read_cpu_flags()

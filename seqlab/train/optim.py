@@ -224,5 +224,8 @@ def clip_grad_norm(
     grads = [p.grad for p in params if p.grad is not None]
     if not grads:
         return torch.tensor(0.0)
+    total_norm = getattr(torch.nn.utils, "get_total_norm", None)  # torch >= 2.6
+    if total_norm is not None:  # on CUDA one multi-tensor kernel instead of one per tensor
+        return total_norm(grads, norm_type)  # ()
     norms = torch.stack([torch.linalg.vector_norm(g, norm_type) for g in grads])  # (n,)
     return torch.linalg.vector_norm(norms, norm_type)  # ()

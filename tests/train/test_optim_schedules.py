@@ -311,3 +311,15 @@ def test_cosine_fitted_to_a_time_budget_keeps_its_T_in_the_state():
     assert cosine_lr(9, 2.0, fitted) == pytest.approx(1.0, rel=1e-12)  # p = ½ halfway to T
     with pytest.raises(ConfigError, match="total_steps 0 is fitted"):
         cosine_lr(5, 2.0, cfg)  # past the warmup with no T
+
+
+@pytest.mark.parametrize("norm_type", [1.0, 2.0, math.inf])
+def test_measured_grad_norm_is_the_norm_of_all_gradients_concatenated(norm_type):
+    g = torch.Generator().manual_seed(0)
+    params = [torch.zeros(shape, requires_grad=True) for shape in [(3, 4), (5,), (2, 2, 2)]]
+    for p in params:
+        p.grad = torch.randn(p.shape, generator=g)
+    flat = torch.cat([p.grad.flatten() for p in params])  # the definition
+    want = torch.linalg.vector_norm(flat, norm_type)
+    torch.testing.assert_close(clip_grad_norm(params, None, norm_type), want)
+    torch.testing.assert_close(clip_grad_norm(params, 1e9, norm_type), want)  # clipping path
