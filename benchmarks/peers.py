@@ -10,7 +10,8 @@ Sections (each: every variant round-robin, median of repetitions after warm-up):
 
 * matmul peak: fp32 and bf16 ``torch.matmul`` (the MFU denominators), measured first;
 * ``train``: training step of seqlab's ``transformer`` (its Trainer's step path) vs a plain
-  ``nn.Transformer`` vs HF ``MarianMTModel``, small (d 256, 3+3) and base (d 512, 6+6),
+  ``nn.Transformer`` vs HF ``MarianMTModel`` vs OpenNMT-py 3.0.4 (when installed), small
+  (d 256, 3+3) and base (d 512, 6+6),
   fp32 and bf16 autocast: target tokens/s, GFLOP/s, MFU, peak RSS (benchmarks/peers_train.py);
 * ``decode``: 100 sentences in batches of 32, exactly 30 new tokens, beam 5 and greedy,
   seqlab.decode vs HF ``generate``: sentences/s, ms per step; plus the check that seqlab's
@@ -66,7 +67,7 @@ class Plan:
 
     sizes: tuple[pm.Size, ...] = (pm.SMALL, pm.BASE)
     precisions: tuple[str, ...] = ("fp32", "bf16")
-    impls: tuple[str, ...] = ("seqlab", "nn", "hf")
+    impls: tuple[str, ...] = ptrain.IMPLEMENTATIONS
     sections: tuple[str, ...] = SECTIONS
     batch: int = 64
     train_steps: dict[str, int] | None = None  # batches per repetition, per size name
@@ -351,7 +352,7 @@ def parse_args(argv: list[str]) -> tuple[argparse.Namespace, Plan]:
     p = argparse.ArgumentParser(prog="benchmarks/peers.py", description=__doc__.splitlines()[0])
     p.add_argument("--quick", action="store_true", help="small bf16 training + beam-5 only")
     p.add_argument("--tiny", action="store_true", help="tiny shapes (seconds; smoke test)")
-    p.add_argument("--impls", help="comma-separated, from seqlab,nn,hf (default all)")
+    p.add_argument("--impls", help="comma-separated, from seqlab,nn,hf,onmt (default all)")
     p.add_argument("--sizes", help="comma-separated, from small,base")
     p.add_argument("--precisions", help="comma-separated, from fp32,bf16")
     p.add_argument("--sections", help=f"comma-separated, from {','.join(SECTIONS)}")

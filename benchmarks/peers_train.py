@@ -1,4 +1,5 @@
-"""Training-step variants of ``benchmarks/peers.py``: seqlab vs nn.Transformer vs HF Marian.
+"""Training-step variants of ``benchmarks/peers.py``: seqlab vs nn.Transformer vs HF Marian
+vs OpenNMT-py 3.0.4 (benchmarks/peers_onmt.py; pre-LN, so not quite the same maths).
 
 One step = forward, label-smoothed (ε = 0.1) cross-entropy normalised by the non-pad
 target tokens, backward, Adam (lr 1e-3, β = (0.9, 0.98), ε = 1e-9) — the same maths for
@@ -31,6 +32,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from benchmarks import peers_models as pm
+from benchmarks import peers_onmt as ponmt
 from seqlab.data.collate import Seq2SeqBatch
 from seqlab.data.vocab import PAD_ID
 from seqlab.train.distributed import DistContext
@@ -39,7 +41,7 @@ from seqlab.train.precision import autocast_context
 from seqlab.train.schedules import build_schedule
 from seqlab.train.steps import accumulate_gradients, apply_update
 
-IMPLEMENTATIONS = ("seqlab", "nn", "hf")
+IMPLEMENTATIONS = ("seqlab", "nn", "hf", "onmt")
 PRECISIONS = ("fp32", "bf16")
 LABEL_SMOOTHING = 0.1
 ADAM = {"lr": 1e-3, "betas": (0.9, 0.98), "eps": 1e-9}
@@ -126,6 +128,8 @@ def build_trainee(impl: str, size: pm.Size, device: str = "cpu") -> Trainee:
         return peer_trainee("nn", pm.ReferenceTransformer(size), _reference_logits, device)
     if impl == "hf":
         return peer_trainee("hf", pm.build_marian(size), pm.marian_logits, device)
+    if impl == "onmt":
+        return peer_trainee("onmt", ponmt.build_onmt(size), ponmt.onmt_logits, device)
     raise ValueError(f"unknown implementation {impl!r}; choose from {IMPLEMENTATIONS}")
 
 

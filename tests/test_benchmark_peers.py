@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from benchmarks import peers, peers_decode, peers_report, peers_rnn, peers_train
+from benchmarks import peers, peers_decode, peers_onmt, peers_report, peers_rnn, peers_train
 from benchmarks import peers_models as pm
 from seqlab.nn import recurrent_fused
 
@@ -68,6 +68,29 @@ def test_parameter_count_formula_for_every_implementation(size):
     assert pm.trainable(seqlab_model) == pm.parameter_count(size)
     assert pm.trainable(pm.ReferenceTransformer(size)) == pm.parameter_count(size)
     assert pm.trainable(pm.build_marian(size)) == pm.parameter_count(size)
+    # OpenNMT-py: no attention biases (4d per encoder layer, 8d per decoder layer), a final
+    # LayerNorm in encoder and decoder (2d each) and an output bias (V)
+    d, L = size.d_model, size.layers
+    onmt_count = pm.parameter_count(size) - 12 * d * L + 4 * d + size.vocab
+    assert pm.trainable(peers_onmt.build_onmt(size)) == onmt_count
+    if size == pm.SMALL:
+        assert onmt_count == 7_577_408
+
+
+def test_onmt_reads_the_same_batches_as_the_others():
+    """OpenNMT-py sees y_in, causally: logits (B, T, V); changing the last target input
+    changes only the last position, and the pad column appended for its layout is unread."""
+    torch.manual_seed(0)
+    model = peers_onmt.build_onmt(TINY0).eval()
+    batch = pm.make_batches(1, TINY0, batch_size=3)[0]
+    logits = peers_onmt.onmt_logits(model, batch)
+    B, T = batch.y_in.shape
+    assert logits.shape == (B, T, TINY0.vocab)
+    y_in = batch.y_in.clone()
+    y_in[:, -1] = (y_in[:, -1] + 1) % TINY0.vocab
+    other = peers_onmt.onmt_logits(model, dataclasses.replace(batch, y_in=y_in))
+    torch.testing.assert_close(other[:, :-1], logits[:, :-1])
+    assert not torch.allclose(other[:, -1], logits[:, -1])
 
 
 def test_reference_computes_seqlab_function_with_copied_weights():
@@ -140,7 +163,7 @@ def test_tiny_run_measures_every_installed_implementation(tmp_path):
     assert all(r["status"].startswith("failed: ") for r in rows if r["status"] != "ok")
     got = {(r["section"], r["impl"], r["precision"]) for r in rows}
     for prec in ("fp32", "bf16"):
-        assert {("train", i, prec) for i in ("seqlab", "nn", "hf")} <= got
+        assert {("train", i, prec) for i in ("seqlab", "nn", "hf", "onmt")} <= got
         assert {("decode", i, prec) for i in ("seqlab", "hf")} <= got
         assert {("rnn", i, prec) for i in ("seqlab", "nn")} <= got
     rows = [r for r in rows if r["status"] == "ok"]
