@@ -1,13 +1,15 @@
 #!/usr/bin/env bash
 # One session on a lent GPU machine, as one prepared script (the lease is minutes long):
+#   0. the CUDA tests (tests/test_cuda.py, `pytest -m gpu`; skipped on machines without a GPU);
 #   1. issue 11's benchmarks on the GPU: benchmarks/peers.py --device cuda (every section,
 #      seqlab vs nn.Transformer vs HF Marian, fp32 and bf16, beside the CPU numbers);
 #   2. issue 5's PTB "longer run": the 2 x 650 tied LSTM (configs/ptb-lstm-large.yaml) for
 #      PTB_MINUTES of training on the GPU, the cosine schedule fitted to that budget
 #      (schedule.warmup=100: the fit measures the speed over the warm-up), fp32 (at batch 20
 #      the GPU is latency-bound, so bf16 would buy nothing and cost precision).
-# Writes everything small to $OUT (default runs/gpu): gpu.txt, peers.log, results.md (the
-# section "## Performance vs peers on a GPU"), peers-cuda.json, lm.log, lm.md, metrics.jsonl.
+# Writes everything small to $OUT (default runs/gpu): gpu.txt, pytest-gpu.log, peers.log,
+# results.md (the section "## Performance vs peers on a GPU"), peers-cuda.json, lm.log, lm.md,
+# metrics.jsonl (nine files: fetch tools may take fewer; drop lm.log first).
 #   OUT=runs/gpu DATA=../shared/data bash benchmarks/gpu_session.sh
 set -u
 OUT=${OUT:-runs/gpu}
@@ -25,6 +27,10 @@ export PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH} PYTHONUNBUFFERED=1
 'cudnn', torch.backends.cudnn.version(), 'transformers', transformers.__version__)"
   nproc
 } 2>&1 | tee "$OUT/gpu.txt"
+
+start=$(date +%s)
+timeout 180 $PY -m pytest -q -m gpu tests/test_cuda.py 2>&1 | tee "$OUT/pytest-gpu.log" | tail -15
+echo "[gpu_session] pytest -m gpu: rc ${PIPESTATUS[0]}, $(($(date +%s) - start)) s"
 
 start=$(date +%s)
 timeout "$PEERS_S" $PY benchmarks/peers.py --device cuda --out "$OUT/results.md" \

@@ -158,7 +158,7 @@ class Recurrent(nn.Module):
     def _readable(
         self, x: Tensor, lengths: Tensor | None, state0: State, hook: StepHook | None
     ) -> tuple[Tensor, State]:
-        mask = None if lengths is None else padding_mask(lengths, x.shape[1])  # (B, T)
+        mask = None if lengths is None else padding_mask(lengths.to(x.device), x.shape[1])  # (B, T)
         layer_input, finals = x, []
         for layer in range(self.num_layers):
             outs = []

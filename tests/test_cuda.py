@@ -1,0 +1,126 @@
+"""On a CUDA device, the invariants the CPU tests prove elsewhere (``pytest -m gpu``; skipped
+where there is no GPU, i.e. in CI — benchmarks/gpu_session.sh runs them on a lent one):
+
+* fused paths == readable paths on the GPU's kernels (cuDNN RNNs, SDPA), values and
+  gradients, with TF32 off (cuDNN RNNs default to TF32 matmuls; the readable paths would
+  then differ by ~1e-3 for reasons that are not bugs);
+* batched, K/V-cached decoding == unbatched, uncached decoding (beam 5 and greedy);
+* a run trained on the GPU saves a checkpoint that loads on the CPU and computes the same
+  logits;
+* benchmarks/peers.py runs every section on the device.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+from collections.abc import Iterator
+
+import pytest
+import torch
+
+from benchmarks import peers, peers_decode
+from benchmarks import peers_models as pm
+from seqlab import api
+from seqlab.nn.masks import padding_mask
+from seqlab.nn.multihead import MultiHeadAttention
+from seqlab.nn.recurrent import Recurrent
+
+pytestmark = pytest.mark.gpu
+CUDA = "cuda"
+TOL = dict(atol=1e-5, rtol=1e-5)
+
+
+@contextlib.contextmanager
+def no_tf32() -> Iterator[None]:
+    saved = torch.backends.cudnn.allow_tf32, torch.backends.cuda.matmul.allow_tf32
+    torch.backends.cudnn.allow_tf32 = torch.backends.cuda.matmul.allow_tf32 = False
+    try:
+        yield
+    finally:
+        torch.backends.cudnn.allow_tf32, torch.backends.cuda.matmul.allow_tf32 = saved
+
+
+def _values_and_grads(module, fn, leaves):
+    module.zero_grad()
+    for t in leaves:
+        t.grad = None
+    out = fn()
+    g = torch.Generator().manual_seed(1)
+    loss = (out * torch.randn(out.shape, generator=g).to(out.device)).sum()
+    loss.backward()
+    grads = [t.grad.clone() for t in leaves] + [p.grad.clone() for p in module.parameters()]
+    return out.detach(), grads
+
+
+@pytest.mark.parametrize("kind", ["lstm", "gru"])
+def test_recurrent_cudnn_path_equals_readable_path(kind):
+    torch.manual_seed(0)
+    m = Recurrent(kind, 3, 5, num_layers=2, bidirectional=True).to(CUDA)
+    x = torch.randn(4, 6, 3, device=CUDA, requires_grad=True)  # (B, T, D)
+    lengths = torch.tensor([6, 2, 5, 1])
+    with no_tf32():
+        fast = _values_and_grads(m, lambda: m(x, lengths=lengths, fused=True)[0], [x])
+        slow = _values_and_grads(m, lambda: m(x, lengths=lengths, fused=False)[0], [x])
+    torch.testing.assert_close(fast[0], slow[0], **TOL)
+    for a, b in zip(fast[1], slow[1]):
+        torch.testing.assert_close(a, b, **TOL)
+
+
+def test_attention_sdpa_path_equals_readable_path():
+    torch.manual_seed(0)
+    B, T, S, D, H = 3, 4, 5, 16, 4
+    mha = MultiHeadAttention(D, H).to(CUDA)
+    mask = padding_mask(torch.tensor([5, 2, 1]), max_len=S)[:, None, None, :].to(CUDA)
+    q = torch.randn(B, T, D, device=CUDA, requires_grad=True)
+    kv = torch.randn(B, S, D, device=CUDA, requires_grad=True)
+    with no_tf32():
+        runs = [
+            _values_and_grads(
+                mha, lambda w=w: mha(q, kv, kv, mask=mask, need_weights=w)[0], [q, kv]
+            )
+            for w in (False, True)  # False: SDPA (flash / efficient); True: the readable path
+        ]
+    torch.testing.assert_close(runs[0][0], runs[1][0], **TOL)
+    for a, b in zip(runs[0][1], runs[1][1]):
+        torch.testing.assert_close(a, b, **TOL)
+
+
+@pytest.mark.parametrize("beam", [5, 1])
+def test_batched_cached_decode_equals_unbatched_uncached(beam):
+    torch.manual_seed(0)
+    size = dataclasses.replace(pm.TINY, dropout=0.0)
+    model = pm.build_seqlab(size)[0].to(CUDA)
+    sources = [s for s, _ in pm.make_pairs(8, size, seed=1)]
+    with no_tf32():
+        same, total = peers_decode.check_cached_batched(model, sources, beam, 6, batch_size=4)
+    assert (same, total) == (8, 8)
+
+
+def test_run_trained_on_gpu_loads_on_cpu_with_the_same_logits(tmp_path):
+    steps = {"train.max_steps": 30, "train.valid_every": 30, "train.save_every": 30}
+    run = api.train(
+        "configs/reverse-transformer.yaml",
+        run_dir=tmp_path / "run",
+        quiet=True,
+        **{"train.device": CUDA, **steps},
+    )
+    assert next(run.model.parameters()).device.type == "cuda"
+    on_cpu = api.load(tmp_path / "run", device="cpu", prefer="latest")
+    on_gpu = api.load(tmp_path / "run", device=CUDA, prefer="latest")
+    batch = on_cpu.task.collate(list(range(16)), "valid")
+    args = (batch.src, batch.src_mask, batch.y_in, batch.tgt_mask)
+    with torch.no_grad(), no_tf32():
+        cpu_logits = on_cpu.model(*args)
+        gpu_logits = on_gpu.model(*(a.to(CUDA) for a in args)).cpu()
+    torch.testing.assert_close(gpu_logits, cpu_logits, atol=1e-4, rtol=1e-4)
+
+
+def test_peer_benchmark_runs_every_section_on_the_device(tmp_path):
+    files = ["--out", str(tmp_path / "r.md"), "--json", str(tmp_path / "p.json")]
+    record = peers.main(["--tiny", "--device", CUDA, *files])
+    assert record["device"] == CUDA and "GPU " in record["machine"]
+    assert all(r["status"] == "ok" for r in record["rows"] if r["impl"] != "onmt")
+    assert all(r.get("gpu_mib", 0) > 0 for r in record["rows"] if r["status"] == "ok")
+    assert all(c["same"] == c["total"] for c in record["checks"])
+    assert "## Performance vs peers on a GPU" in (tmp_path / "r.md").read_text()
