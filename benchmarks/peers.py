@@ -357,6 +357,8 @@ def parse_args(argv: list[str]) -> tuple[argparse.Namespace, Plan]:
     p.add_argument("--precisions", help="comma-separated, from fp32,bf16")
     p.add_argument("--sections", help=f"comma-separated, from {','.join(SECTIONS)}")
     p.add_argument("--threads", type=int, help="torch.set_num_threads (default: torch's)")
+    p.add_argument("--train-reps", type=int, help="timed training repetitions (every size)")
+    p.add_argument("--train-steps", type=int, help="training steps per repetition (every size)")
     p.add_argument(
         "--device",
         default="cpu",
@@ -401,12 +403,17 @@ def parse_args(argv: list[str]) -> tuple[argparse.Namespace, Plan]:
         changes["precisions"] = changes["decode_precisions"] = precisions
     if sections := pick(args.sections, SECTIONS, "sections"):
         changes["sections"] = sections
+    for name, value in (("train_reps", args.train_reps), ("train_steps", args.train_steps)):
+        if value is not None:
+            if value < 1:
+                p.error(f"--{name.replace('_', '-')} must be at least 1, got {value}")
+            changes[name] = {size.name: value for size in (pm.TINY, pm.SMALL, pm.BASE)}
     if kind == "cuda":  # a GPU's peak needs large products (2048² is launch-bound there),
         # and a step takes milliseconds there: more of them per timed repetition
         changes["device"] = args.device
         if not args.tiny:
-            changes |= {"peak_n": 8192, "train_steps": {"small": 16, "base": 8}}
-            changes |= {"rnn_steps": 16}
+            changes.setdefault("train_steps", {"small": 16, "base": 8})
+            changes |= {"peak_n": 8192, "rnn_steps": 16}
     return args, replace(plan, **changes)
 
 

@@ -281,3 +281,15 @@ def test_machine_lines_name_a_gpu_only_where_there_is_one(monkeypatch):
     info = {"cuda": "13.0", "cudnn": 1, "devices": [{"name": "NVIDIA H200", "capability": "9.0"}]}
     monkeypatch.setattr(fingerprint, "_cuda", lambda: info)
     assert fingerprint.gpu_description() == ", 1 × NVIDIA H200 (CUDA 13.0)"
+
+
+def test_training_reps_and_steps_from_the_command_line(monkeypatch):
+    _, plan = peers.parse_args(["--train-reps", "2", "--train-steps", "3"])
+    assert (plan.reps(pm.SMALL), plan.steps(pm.SMALL), plan.steps(pm.BASE)) == (2, 3, 3)
+    _, plan = peers.parse_args([])
+    assert (plan.reps(pm.SMALL), plan.steps(pm.SMALL), plan.steps(pm.BASE)) == (5, 4, 2)
+    with pytest.raises(SystemExit):
+        peers.parse_args(["--train-steps", "0"])
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    _, plan = peers.parse_args(["--device", "cuda", "--train-steps", "5"])
+    assert plan.steps(pm.SMALL) == 5 and plan.peak_n == 8192  # the option wins on a GPU too
