@@ -9,8 +9,12 @@
 #      the GPU is latency-bound, so bf16 would buy nothing and cost precision).
 # Writes everything small to $OUT (default runs/gpu): gpu.txt, pytest-gpu.log, peers.log,
 # results.md (the section "## Performance vs peers on a GPU"), peers-cuda.json, lm.log, lm.md,
-# metrics.jsonl (nine files: fetch tools may take fewer; drop lm.log first).
+# metrics.jsonl (eight files, the most a lent machine sends back).
 #   OUT=runs/gpu DATA=../shared/data bash benchmarks/gpu_session.sh
+# Through the device tool (../shared does not travel): once, here,
+#   echo /.gpu/ >> .git/info/exclude; mkdir -p .gpu/data; cp -r ../shared/data/ptb .gpu/data/
+# then run `OUT=$OUT DATA=.gpu/data bash benchmarks/gpu_session.sh` with carry [".gpu"]
+# (2026-11-26 on an H200: about 6.5 minutes of device time, start included).
 set -u
 OUT=${OUT:-runs/gpu}
 DATA=${DATA:-../shared/data}

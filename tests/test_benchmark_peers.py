@@ -6,6 +6,7 @@ its unbatched uncached decode, and a missing peer gives a "not installed" row.""
 from __future__ import annotations
 
 import dataclasses
+import importlib.util
 import json
 import sys
 from pathlib import Path
@@ -70,6 +71,7 @@ def test_parameter_count_formula_for_every_implementation(size):
     assert pm.trainable(pm.build_marian(size)) == pm.parameter_count(size)
     # OpenNMT-py: no attention biases (4d per encoder layer, 8d per decoder layer), a final
     # LayerNorm in encoder and decoder (2d each) and an output bias (V)
+    pytest.importorskip("onmt")  # not installable on Python >= 3.13 (pyproject.toml)
     d, L = size.d_model, size.layers
     onmt_count = pm.parameter_count(size) - 12 * d * L + 4 * d + size.vocab
     assert pm.trainable(peers_onmt.build_onmt(size)) == onmt_count
@@ -80,6 +82,7 @@ def test_parameter_count_formula_for_every_implementation(size):
 def test_onmt_reads_the_same_batches_as_the_others():
     """OpenNMT-py sees y_in, causally: logits (B, T, V); changing the last target input
     changes only the last position, and the pad column appended for its layout is unread."""
+    pytest.importorskip("onmt")
     torch.manual_seed(0)
     model = peers_onmt.build_onmt(TINY0).eval()
     batch = pm.make_batches(1, TINY0, batch_size=3)[0]
@@ -156,11 +159,17 @@ def test_tiny_run_measures_every_installed_implementation(tmp_path):
     # nn.LSTM itself fails under bf16 autocast where oneDNN has no bf16 (AVX2-only CPUs):
     # that one row says so; seqlab's LSTM runs there (seqlab.nn.recurrent_fused)
     torch_lstm_fails = recurrent_fused._onednn_lacks(torch.bfloat16)
+    # OpenNMT-py is not installed where its pinned 3.0.4 has no wheels (Python >= 3.13)
+    missing = {"onmt"} if importlib.util.find_spec("onmt") is None else set()
+    assert {r["impl"] for r in rows if r["status"].startswith("not installed")} == missing
     failed = {
-        (r["section"], r["what"], r["impl"], r["precision"]) for r in rows if r["status"] != "ok"
+        (r["section"], r["what"], r["impl"], r["precision"])
+        for r in rows
+        if r["status"] != "ok" and r["impl"] not in missing
     }
     assert failed == ({("rnn", "lstm", "nn", "bf16")} if torch_lstm_fails else set())
-    assert all(r["status"].startswith("failed: ") for r in rows if r["status"] != "ok")
+    others = [r for r in rows if r["status"] != "ok" and r["impl"] not in missing]
+    assert all(r["status"].startswith("failed: ") for r in others)
     got = {(r["section"], r["impl"], r["precision"]) for r in rows}
     for prec in ("fp32", "bf16"):
         assert {("train", i, prec) for i in ("seqlab", "nn", "hf", "onmt")} <= got
