@@ -137,8 +137,8 @@ def trainable(model: nn.Module) -> int:
 # ------------------------------------------------------------------------------ seqlab
 
 
-def seqlab_run_config(size: Size) -> RunConfig:
-    """The Multi30k preset with the sizes of ``size`` (everything else as shipped)."""
+def seqlab_run_config(size: Size, overrides: tuple[str, ...] = ()) -> RunConfig:
+    """The Multi30k preset with the sizes of ``size`` and then ``overrides`` (key=value)."""
     return resolve_run(
         PRESET,
         [
@@ -149,14 +149,17 @@ def seqlab_run_config(size: Size) -> RunConfig:
             f"model.decoder_layers={size.layers}",
             f"model.dropout={size.dropout}",
             f"task.vocab_size={size.vocab}",
+            *overrides,
         ],
     )
 
 
-def build_seqlab(size: Size) -> tuple[nn.Module, RunConfig, TranslationTask]:
+def build_seqlab(
+    size: Size, overrides: tuple[str, ...] = ()
+) -> tuple[nn.Module, RunConfig, TranslationTask]:
     """seqlab's registered model, its resolved config and the (unprepared) task whose
     ``loss`` the Trainer calls; the loss reads no data, so no corpus is loaded."""
-    cfg = seqlab_run_config(size)
+    cfg = seqlab_run_config(size, overrides)
     model = MODELS.get(cfg.model).target(
         cfg.model_cfg, src_vocab=size.vocab, tgt_vocab=size.vocab, pad_id=PAD_ID
     )

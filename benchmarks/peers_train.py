@@ -26,6 +26,7 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 import torch.nn.functional as F
@@ -65,9 +66,10 @@ def peer_autocast(precision: str, device: str = "cpu") -> contextlib.AbstractCon
     return contextlib.nullcontext()
 
 
-def seqlab_trainee(size: pm.Size, device: str = "cpu") -> Trainee:
-    """seqlab's model, optimizer and schedule as the Trainer builds them; its step path."""
-    model, cfg, task = pm.build_seqlab(size)
+def seqlab_trainee(size: pm.Size, device: str = "cpu", overrides: tuple[str, ...] = ()) -> Trainee:
+    """seqlab's model, optimizer and schedule as the Trainer builds them (the preset with
+    ``overrides``); its step path."""
+    model, cfg, task = pm.build_seqlab(size, overrides)
     model.to(device)  # before the optimizer, as the Trainer does
     optimizer = build_optimizer(model, cfg.train.optim)
     schedule = build_schedule(optimizer, cfg.schedule, cfg.schedule_cfg)
@@ -93,10 +95,18 @@ def seqlab_trainee(size: pm.Size, device: str = "cpu") -> Trainee:
     return Trainee("seqlab", model, step)
 
 
-def peer_trainee(impl: str, model: nn.Module, logits_of: Callable, device: str = "cpu") -> Trainee:
-    """A user-written loop around any model mapping a batch to (B, T, V) logits."""
+def peer_trainee(
+    impl: str,
+    model: nn.Module,
+    logits_of: Callable,
+    device: str = "cpu",
+    schedule_of: Callable[[torch.optim.Optimizer], Any] | None = None,
+) -> Trainee:
+    """A user-written loop around any model mapping a batch to (B, T, V) logits; with
+    ``schedule_of`` its learning rate follows that schedule (stepped after each update)."""
     model.to(device)
     optimizer = torch.optim.Adam(model.parameters(), **ADAM)
+    schedule = schedule_of(optimizer) if schedule_of is not None else None
 
     def step(batch: Seq2SeqBatch, precision: str) -> float:
         model.train()
@@ -111,6 +121,8 @@ def peer_trainee(impl: str, model: nn.Module, logits_of: Callable, device: str =
         loss.backward()
         optimizer.step()
         optimizer.zero_grad(set_to_none=True)
+        if schedule is not None:
+            schedule.step()
         return float(loss.detach())
 
     return Trainee(impl, model, step)
@@ -120,16 +132,29 @@ def _reference_logits(model: nn.Module, b: Seq2SeqBatch) -> torch.Tensor:
     return model(b.src, b.src_mask, b.y_in, b.tgt_mask)
 
 
-def build_trainee(impl: str, size: pm.Size, device: str = "cpu") -> Trainee:
-    """``impl`` in IMPLEMENTATIONS, on ``device``; ImportError when its library is missing."""
+def build_trainee(
+    impl: str, size: pm.Size, device: str = "cpu", overrides: tuple[str, ...] | None = None
+) -> Trainee:
+    """``impl`` in IMPLEMENTATIONS, on ``device``; ImportError when its library is missing.
+
+    ``overrides`` (key=value on the preset) given: seqlab's run takes them, and a peer's
+    Adam follows the same schedule (``build_schedule`` on the preset's ``schedule``) — for
+    comparing training curves rather than step times; None: the peers keep a constant lr.
+    """
     if impl == "seqlab":
-        return seqlab_trainee(size, device)
-    if impl == "nn":
-        return peer_trainee("nn", pm.ReferenceTransformer(size), _reference_logits, device)
-    if impl == "hf":
-        return peer_trainee("hf", pm.build_marian(size), pm.marian_logits, device)
-    if impl == "onmt":
-        return peer_trainee("onmt", ponmt.build_onmt(size), ponmt.onmt_logits, device)
+        return seqlab_trainee(size, device, overrides or ())
+    schedule_of = None
+    if overrides is not None:
+        cfg = pm.seqlab_run_config(size, overrides)
+        schedule_of = lambda opt: build_schedule(opt, cfg.schedule, cfg.schedule_cfg)  # noqa: E731
+    peers = {
+        "nn": lambda: (pm.ReferenceTransformer(size), _reference_logits),
+        "hf": lambda: (pm.build_marian(size), pm.marian_logits),
+        "onmt": lambda: (ponmt.build_onmt(size), ponmt.onmt_logits),
+    }
+    if impl in peers:
+        model, logits_of = peers[impl]()
+        return peer_trainee(impl, model, logits_of, device, schedule_of)
     raise ValueError(f"unknown implementation {impl!r}; choose from {IMPLEMENTATIONS}")
 
 
