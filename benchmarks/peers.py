@@ -34,6 +34,7 @@ from __future__ import annotations
 import argparse
 import gc
 import importlib.metadata
+import math
 import shlex
 import sys
 from collections.abc import Callable
@@ -124,7 +125,7 @@ TINY = Plan(
 
 def _rss(t: Timing) -> dict[str, float]:
     out = {"rss_mib": t.rss_mib, "rss_delta_mib": t.rss_delta_mib, "cv": t.cv}
-    if t.gpu_mib == t.gpu_mib:  # measured (CUDA)
+    if math.isfinite(t.gpu_mib):  # measured (CUDA)
         out |= {"gpu_mib": t.gpu_mib, "gpu_delta_mib": t.gpu_delta_mib}
     return out
 
@@ -299,18 +300,11 @@ def versions() -> str:
     return ", ".join(out)
 
 
-def machine(device: str = "cpu") -> str:
+def machine() -> str:
+    """CPU, cores, torch, threads, Python (and the GPUs where any is visible), CPU flags."""
     flags = sorted(read_cpu_flags() & {"avx512f", "avx512_bf16", "amx_bf16", "amx_tile"})
     capability = torch.backends.cpu.get_cpu_capability()
-    out = f"{machine_description()}; CPU flags {', '.join(flags) or 'none'}; ATen {capability}"
-    if torch.device(device).type == "cuda":
-        props = torch.cuda.get_device_properties(device)
-        out += (
-            f"; GPU {props.name} ({props.total_memory / 2**30:.0f} GiB, "
-            f"{props.multi_processor_count} SMs, sm_{props.major}{props.minor}), "
-            f"CUDA {torch.version.cuda}, cuDNN {torch.backends.cudnn.version()}"
-        )
-    return out
+    return f"{machine_description()}; CPU flags {', '.join(flags) or 'none'}; ATen {capability}"
 
 
 def run(plan: Plan, log: Callable[[str], None] = print) -> dict[str, Any]:
@@ -428,10 +422,12 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     record = run(plan, log=lambda line: print(line, flush=True))
     command = shlex.join(["python", "benchmarks/peers.py", *argv])
     record["command"] = command
-    record["machine"] = machine(plan.device)
+    record["machine"] = machine()
     record["device"] = plan.device
     heading = report.heading(plan.device)
-    section = report.render(record, command, record["machine"], heading)
+    json_path = Path(args.json).resolve()
+    shown = json_path.relative_to(ROOT) if json_path.is_relative_to(ROOT) else json_path
+    section = report.render(record, command, record["machine"], heading, str(shown))
     print()
     print(section)
     write_section(Path(args.out), section, heading)

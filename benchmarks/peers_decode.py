@@ -19,13 +19,13 @@ decoder at every step (no cache, no padding, no other rows).
 
 from __future__ import annotations
 
-import contextlib
 from collections.abc import Callable
 from dataclasses import dataclass
 
 import torch
 from torch import Tensor, nn
 
+from benchmarks.peers_timing import peer_autocast
 from seqlab.data.collate import pad_batch
 from seqlab.data.vocab import BOS_ID, EOS_ID, PAD_ID
 from seqlab.decode import beam_search, greedy
@@ -115,11 +115,9 @@ def decode_rep(
         cast = (
             autocast_context(precision, device)  # type: ignore[arg-type]
             if impl == "seqlab"
-            else (
-                torch.autocast(device.type, dtype=torch.bfloat16) if precision == "bf16" else None
-            )
+            else peer_autocast(precision, device)
         )
-        with cast or contextlib.nullcontext():
+        with cast:
             for src, mask in batches:
                 tokens = fn(model, src, mask, beam, n_new)
                 assert tokens.shape == (src.size(0), n_new), tokens.shape

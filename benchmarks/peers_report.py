@@ -153,10 +153,16 @@ def check_lines(checks: list[dict[str, Any]]) -> list[str]:
     ]
 
 
-def render(record: dict[str, Any], command: str, machine: str, title: str = HEADING) -> str:
-    """The markdown section (heading ``title`` first, no trailing newline)."""
+def render(
+    record: dict[str, Any],
+    command: str,
+    machine: str,
+    title: str = HEADING,
+    json_path: str = "docs/figures/peers.json",
+) -> str:
+    """The markdown section (heading ``title`` first, no trailing newline); its last line
+    points to the record at ``json_path``."""
     rows = record["rows"]
-    json_name = "peers.json" if title == HEADING else "peers-cuda.json"
     parts = [
         title,
         "",
@@ -181,5 +187,5 @@ def render(record: dict[str, Any], command: str, machine: str, title: str = HEAD
         parts += ["", *check_lines(record["checks"])]
     if record.get("ratios"):
         parts += ["", "### Ratios (same run)", "", ratios_table(record["ratios"])]
-    parts += ["", f"Numbers: `docs/figures/{json_name}`."]
+    parts += ["", f"Numbers: `{json_path}`."]
     return "\n".join(parts)

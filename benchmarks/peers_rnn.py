@@ -14,13 +14,13 @@ gate maths is not counted.
 
 from __future__ import annotations
 
-import contextlib
 from collections.abc import Callable
 from dataclasses import dataclass
 
 import torch
 from torch import Tensor, nn
 
+from benchmarks.peers_timing import peer_autocast
 from seqlab.nn.recurrent import Recurrent
 
 GATES = {"lstm": 4, "gru": 3}
@@ -70,15 +70,10 @@ def rnn_rep(
     x = torch.randn(s.batch, s.seq, s.input_size, generator=g)  # (B, T, D)
     x = x.to(device).requires_grad_()
     module.to(device).train()
-    kind = torch.device(device).type
 
     def run() -> int:
         for _ in range(steps):
-            cast = (
-                torch.autocast(kind, dtype=torch.bfloat16)
-                if precision == "bf16"
-                else contextlib.nullcontext()
-            )
+            cast = peer_autocast(precision, device)
             with cast:
                 out: Tensor = module(x)[0]  # (B, T, H)
             loss = out.float().pow(2).mean()

@@ -14,6 +14,7 @@ warm-up also records the peak GPU memory allocated (``torch.cuda.max_memory_allo
 
 from __future__ import annotations
 
+import contextlib
 import statistics
 import time
 from collections.abc import Callable
@@ -72,6 +73,16 @@ def current_rss_mib() -> float:
 
 def is_cuda(device: str | torch.device) -> bool:
     return torch.device(device).type == "cuda"
+
+
+def peer_autocast(
+    precision: str, device: str | torch.device = "cpu"
+) -> contextlib.AbstractContextManager:
+    """``torch.autocast`` to bf16 on ``device``'s type for ``precision == "bf16"``, else
+    nothing: how a user of a peer library asks for mixed precision."""
+    if precision == "bf16":
+        return torch.autocast(torch.device(device).type, dtype=torch.bfloat16)
+    return contextlib.nullcontext()
 
 
 def synchronize(device: str | torch.device) -> None:

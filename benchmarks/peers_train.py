@@ -23,7 +23,6 @@ the peers keep ``torch.optim.Adam``'s default (foreach on CUDA).
 
 from __future__ import annotations
 
-import contextlib
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -34,6 +33,7 @@ from torch import nn
 
 from benchmarks import peers_models as pm
 from benchmarks import peers_onmt as ponmt
+from benchmarks.peers_timing import peer_autocast
 from seqlab.data.collate import Seq2SeqBatch
 from seqlab.data.vocab import PAD_ID
 from seqlab.train.distributed import DistContext
@@ -58,12 +58,6 @@ class Trainee:
     impl: str
     model: nn.Module
     step: Callable[[Seq2SeqBatch, str], float]
-
-
-def peer_autocast(precision: str, device: str = "cpu") -> contextlib.AbstractContextManager:
-    if precision == "bf16":
-        return torch.autocast(torch.device(device).type, dtype=torch.bfloat16)
-    return contextlib.nullcontext()
 
 
 def seqlab_trainee(size: pm.Size, device: str = "cpu", overrides: tuple[str, ...] = ()) -> Trainee:

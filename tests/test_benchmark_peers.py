@@ -190,6 +190,7 @@ def test_tiny_run_measures_every_installed_implementation(tmp_path):
     text = out.read_text()
     assert "## Other\n\nkept" in text and text.count(peers_report.HEADING) == 1
     assert "Command: `python benchmarks/peers.py --tiny" in text and "Machine: " in text
+    assert f"Numbers: `{js}`." in text  # the record actually written
     assert json.loads(js.read_text())["peak"]["fp32"] > 0
 
 
@@ -289,7 +290,8 @@ def test_machine_lines_name_a_gpu_only_where_there_is_one(monkeypatch):
     assert fingerprint.gpu_description() == ""
     info = {"cuda": "13.0", "cudnn": 1, "devices": [{"name": "NVIDIA H200", "capability": "9.0"}]}
     monkeypatch.setattr(fingerprint, "_cuda", lambda: info)
-    assert fingerprint.gpu_description() == ", 1 × NVIDIA H200 (CUDA 13.0)"
+    line = ", 1 × NVIDIA H200 (sm 9.0), CUDA 13.0, cuDNN 1"
+    assert fingerprint.gpu_description() == line
 
 
 def test_training_reps_and_steps_from_the_command_line(monkeypatch):

@@ -119,7 +119,7 @@ def test_run_trained_on_gpu_loads_on_cpu_with_the_same_logits(tmp_path):
 def test_peer_benchmark_runs_every_section_on_the_device(tmp_path):
     files = ["--out", str(tmp_path / "r.md"), "--json", str(tmp_path / "p.json")]
     record = peers.main(["--tiny", "--device", CUDA, *files])
-    assert record["device"] == CUDA and "GPU " in record["machine"]
+    assert record["device"] == CUDA and ", CUDA " in record["machine"]  # the GPU named
     assert all(r["status"] == "ok" for r in record["rows"] if r["impl"] != "onmt")
     assert all(r.get("gpu_mib", 0) > 0 for r in record["rows"] if r["status"] == "ok")
     assert all(c["same"] == c["total"] for c in record["checks"])

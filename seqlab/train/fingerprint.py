@@ -81,13 +81,16 @@ def _cuda() -> dict[str, Any] | None:
 
 
 def gpu_description() -> str:
-    """ ", 1 × NVIDIA H200 (CUDA 13.0)" where CUDA devices are visible, else "" (for the
-    machine lines of benchmark reports)."""
+    """The GPUs for the machine lines of benchmark reports, e.g. ", 1 × NVIDIA H200
+    (sm 9.0), CUDA 13.0, cuDNN 91900"; "" where no CUDA device is visible."""
     info = _cuda()
     if not info or not info["devices"]:
         return ""
-    names = sorted({d["name"] for d in info["devices"]})
-    return f", {len(info['devices'])} × {' / '.join(names)} (CUDA {info['cuda']})"
+    kinds = sorted({f"{d['name']} (sm {d['capability']})" for d in info["devices"]})
+    return (
+        f", {len(info['devices'])} × {' / '.join(kinds)}, CUDA {info['cuda']}, "
+        f"cuDNN {info['cudnn']}"
+    )
 
 
 def environment_fingerprint(seed: int | None, workdir: str | Path | None = None) -> dict[str, Any]:
