@@ -21,6 +21,7 @@ import torch
 from torch import Tensor, nn
 
 from seqlab.nn.embedding import Embedding, tied_logits
+from seqlab.nn.multihead import MultiHeadAttention
 from seqlab.nn.positional import LearnedPositionalEmbedding, SinusoidalPositionalEncoding
 from seqlab.nn.transformer import TransformerEncoder
 from seqlab.nn.transformer_decoder import TransformerDecoder, TransformerDecoderState
@@ -88,10 +89,15 @@ class TransformerSeq2Seq(nn.Module):
         self.reset_parameters()
 
     def reset_parameters(self) -> None:
-        """Xavier-uniform for every projection matrix (as the reference tensor2tensor code)."""
+        """Xavier-uniform for every projection matrix, then each attention's own reference
+        initialisation (stacked-Q/K/V fan, zero biases; ``MultiHeadAttention``), as the
+        reference tensor2tensor code and ``torch.nn.Transformer`` do."""
         for name, p in self.named_parameters():
             if p.dim() == 2 and "embed" not in name and name != "pos.P":
                 nn.init.xavier_uniform_(p)
+        for module in self.modules():
+            if isinstance(module, MultiHeadAttention):
+                module.reset_parameters()
 
     def output(self, h: Tensor) -> Tensor:
         """logits = h W_outᵀ (tied: W_out = E_tgt).  (B, T, D) -> (B, T, V)."""

@@ -21,6 +21,7 @@ from torch import Tensor, nn
 
 from seqlab.models.classifiers import EmbeddingInit, make_embedding, masked_mean
 from seqlab.nn.dropout import Dropout
+from seqlab.nn.multihead import MultiHeadAttention
 from seqlab.nn.positional import LearnedPositionalEmbedding, SinusoidalPositionalEncoding
 from seqlab.nn.transformer import TransformerEncoder
 from seqlab.registry import MODELS
@@ -100,6 +101,9 @@ class TransformerClassifier(nn.Module):
         for p in self.encoder.parameters():
             if p.dim() == 2:  # Xavier-uniform projections, as seqlab.models.transformer
                 nn.init.xavier_uniform_(p)
+        for module in self.encoder.modules():
+            if isinstance(module, MultiHeadAttention):
+                module.reset_parameters()  # the reference's stacked-Q/K/V fan, zero biases
 
     def encode(self, x: Tensor, mask: Tensor) -> tuple[Tensor, Tensor]:
         """Encoder states and their mask ([CLS] first when pool="cls").

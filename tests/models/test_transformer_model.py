@@ -110,3 +110,22 @@ def test_learns_to_reverse():
         first = loss.item() if first is None else first
         last = loss.item()
     assert last < 0.3 * first, (first, last)
+
+
+def test_initialisation_is_the_references():
+    """Every attention of the model keeps the reference initialisation after the model's
+    own Xavier pass (stacked-Q/K/V fan: variance (6 / 4d) / 3, not (6 / 2d) / 3; zero
+    biases), like ``torch.nn.Transformer``; the feed-forward matrices stay Xavier (d × d_ff)."""
+    from seqlab.nn.multihead import MultiHeadAttention
+
+    torch.manual_seed(0)
+    entry = MODELS.get("transformer")
+    cfg = entry.config_cls(d_model=256, n_heads=4, d_ff=512, encoder_layers=1, decoder_layers=1)
+    model = entry.target(cfg, src_vocab=V, tgt_vocab=V, pad_id=0)
+    attentions = [m for m in model.modules() if isinstance(m, MultiHeadAttention)]
+    assert len(attentions) == 3  # encoder self, decoder self, decoder cross
+    d = cfg.d_model
+    for mha in attentions:
+        qkv = torch.cat([mha.W_q.weight, mha.W_k.weight, mha.W_v.weight])  # (3d, d)
+        assert qkv.var().item() == pytest.approx(6.0 / (4 * d) / 3, rel=0.05)
+        assert all(torch.count_nonzero(W.bias) == 0 for W in (mha.W_q, mha.W_k, mha.W_v, mha.W_o))

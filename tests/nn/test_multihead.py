@@ -343,3 +343,23 @@ def test_errors():
         mha(x, x, x, mask=torch.ones(4, 3, dtype=torch.bool))
     with pytest.raises(TypeError, match="torch.bool"):
         mha(x, x, x, mask=torch.ones(3, 3))
+
+
+def test_reference_initialisation_matches_torch_in_proj():
+    """W_q/W_k/W_v follow one Xavier draw over the stacked (3d × d) matrix, as
+    ``nn.MultiheadAttention``'s in_proj: the same U(−a, a), a = √(6 / 4d) (the separate
+    (d × d) draw would give twice the variance); W_o Xavier (d × d); biases zero."""
+    d = 256
+    torch.manual_seed(0)
+    mha = MultiHeadAttention(d, 4)
+    ref = nn.MultiheadAttention(d, 4)
+    ref_var = ref.in_proj_weight.var().item()
+    a = math.sqrt(6.0 / (4 * d))
+    for W in (mha.W_q, mha.W_k, mha.W_v):
+        assert W.weight.abs().max().item() <= a
+        assert W.weight.var().item() == pytest.approx(a * a / 3, rel=0.05)
+        assert W.weight.var().item() == pytest.approx(ref_var, rel=0.05)
+        assert torch.count_nonzero(W.bias) == 0
+    a_o = math.sqrt(6.0 / (2 * d))
+    assert mha.W_o.weight.var().item() == pytest.approx(a_o * a_o / 3, rel=0.05)
+    assert torch.count_nonzero(mha.W_o.bias) == 0
