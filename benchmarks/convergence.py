@@ -4,6 +4,7 @@
     python benchmarks/convergence.py --precision bf16      # seqlab's path in bf16 (AMX/GPU)
     python benchmarks/convergence.py --steps 20 --batch 8 --out /tmp/c.md --json /tmp/c.json
     python benchmarks/convergence.py --merge /tmp/seed0.json /tmp/seed1.json   # one seed a process
+    python benchmarks/convergence.py --reference docs/figures/convergence.json  # seqlab side only
 
 "The same convergence: the loss after 1,000 steps on Multi30k within noise of the fp32
 eager reference." Both sides train the small config (d 256, 3+3, vocab 8,000) of
@@ -21,6 +22,9 @@ batches are the same for every run). The figure compared is the mean label-smoot
 training loss over the last ``--window`` steps; the noise is the spread of that figure
 across seeds of the reference. Met when |seqlab − reference| ≤ the larger of the two sides'
 seed spreads (max − min), or ≤ 0.02 nats where one seed each was run.
+``--reference`` reuses the reference's curves of an earlier record with the same settings
+and seeds instead of training it again (the fp32 eager loop depends on no seqlab code, and
+one thread makes it deterministic); the section then says which run they come from.
 Writes the section ``## Convergence: seqlab's fast path vs the fp32 eager reference`` of
 ``--out`` and the curves to ``--json``.
 """
@@ -120,6 +124,15 @@ def render(record: dict[str, Any]) -> str:
             "",
             f"seqlab − reference: **{v['diff']:+.4f}** nats; noise (largest seed spread, or "
             f"{TOLERANCE} with one seed): {v['noise']:.4f}. Within noise: {met}.",
+            *(
+                [
+                    "",
+                    "The reference's curves (and train s) are reused from "
+                    f"{record['reference_from']}.",
+                ]
+                if record.get("reference_from")
+                else []
+            ),
         ]
     )
 
@@ -155,6 +168,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     p.add_argument("--out", default=str(ROOT / "docs" / "results.md"))
     p.add_argument("--json", default=str(ROOT / "docs" / "figures" / "convergence.json"))
     p.add_argument("--merge", nargs="+", metavar="JSON", help="combine earlier records")
+    p.add_argument("--reference", metavar="JSON", help="reuse the nn curves of this record")
     args = p.parse_args(argv)
     if args.merge:
         import json
@@ -170,11 +184,18 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     warmup = min(200, max(1, args.steps // 5))
     overrides = ("schedule.name=cosine", f"schedule.warmup={warmup}",
                  f"schedule.total_steps={args.steps}")  # fmt: skip
+    reused = (
+        reference_curves(args.reference, args, list(overrides), seeds) if args.reference else None
+    )
     batches = real_batches(pm.SMALL, args.steps, args.batch, data_dir)
     curves: dict[str, list[list[float]]] = {"seqlab": [], "nn": []}
     seconds = {"seqlab": 0.0, "nn": 0.0}
     for seed in seeds:  # interleaved, so that machine drift hits both sides alike
         for impl, prec in (("seqlab", args.precision), ("nn", "fp32")):
+            if impl == "nn" and reused is not None:
+                curves["nn"].append(reused["curves"][seed])
+                seconds["nn"] += reused["seconds_per_seed"]
+                continue
             t0 = time.perf_counter()
             curves[impl].append(train_curve(impl, prec, seed, batches, overrides))
             seconds[impl] += time.perf_counter() - t0
@@ -196,7 +217,38 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         "curves": curves,
         "verdict": verdict(tails),
     }
+    if reused is not None:
+        record["reference_from"] = reused["source"]
     return _write(record, args)
+
+
+def reference_curves(
+    path: str, args: argparse.Namespace, schedule: list[str], seeds: list[int]
+) -> dict[str, Any]:
+    """The reference's per-seed curves from an earlier record of the same settings."""
+    import json
+
+    try:
+        old = json.loads(Path(path).read_text())
+    except (OSError, ValueError) as e:
+        raise SystemExit(f"--reference {path}: cannot read a convergence record ({e})") from e
+    want = {"steps": args.steps, "batch": args.batch, "schedule": schedule}
+    for key, value in want.items():
+        if old.get(key) != value:
+            raise SystemExit(
+                f"--reference {path}: its {key} is {old.get(key)!r}, this run's {value!r}; "
+                "run the reference again (drop --reference) or match the settings"
+            )
+    missing = [s for s in seeds if s not in old["seeds"]]
+    if missing:
+        raise SystemExit(f"--reference {path}: no reference curve for seeds {missing}")
+    curves = {s: old["curves"]["nn"][old["seeds"].index(s)] for s in seeds}
+    source = old.get("reference_from") or f"{old['date']}: `{old['command']}`"
+    return {
+        "curves": curves,
+        "seconds_per_seed": old["seconds"]["nn"] / len(old["seeds"]),
+        "source": source,
+    }
 
 
 def _write(record: dict[str, Any], args: argparse.Namespace) -> dict[str, Any]:

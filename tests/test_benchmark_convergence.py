@@ -37,3 +37,13 @@ def test_tiny_run_then_merge(tmp_path):
     assert merged["verdict"]["noise"] == 0.0  # identical records: no spread
     with pytest.raises(ValueError):
         convergence.merge([record, record | {"steps": 3}])
+    # the reference's curves reused from that record: the same numbers, seqlab trained again
+    again = convergence.main(argv[:-4] + ["--out", str(out), "--json", str(tmp_path / "r.json"),
+                                          "--reference", str(js)])  # fmt: skip
+    assert again["curves"]["nn"] == record["curves"]["nn"]
+    assert again["curves"]["seqlab"] == record["curves"]["seqlab"]  # 1 step path, same seed
+    assert "reused from" in out.read_text() and again["reference_from"].endswith("`")
+    with pytest.raises(SystemExit, match="its batch is 2"):
+        convergence.main(argv[:2] + ["--batch", "3"] + argv[4:-4] + ["--reference", str(js)])
+    with pytest.raises(SystemExit, match="no reference curve for seeds \\[5\\]"):
+        convergence.main(argv[:6] + ["--seeds", "5"] + argv[8:-4] + ["--reference", str(js)])
