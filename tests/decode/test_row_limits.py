@@ -240,7 +240,7 @@ def test_transformer_decoder_per_row_limits_equal_each_input_alone(K):
     torch.manual_seed(3)
     model = TinyTransformerDecoder()
     with torch.no_grad():
-        model.out.bias[EOS] -= 0.25  # some hypotheses end, others reach their limit
+        model.out.bias[EOS] += 0.5  # some hypotheses end, others reach their limit
     lengths = [4, 2, 6, 3]
     memory = torch.randn(4, 6, 16, dtype=torch.float64) * 2  # (B, S, D) garbage in padding
     mask = torch.arange(6)[None, :] < torch.tensor(lengths)[:, None]  # (B, S)

@@ -29,6 +29,9 @@ class TinyTransformerDecoder(nn.Module):
         self.pe = SinusoidalPositionalEncoding(D)
         self.decoder = TransformerDecoder(2, D, H, 2 * D, dropout=0.0)
         self.out = nn.Linear(D, V)
+        for m in self.decoder.modules():  # nn.Linear's default draws, not the reference init:
+            if isinstance(m, nn.Linear):  # an untrained decoder whose outputs depend on
+                m.reset_parameters()  # its inputs enough for varied hypotheses
         self.double().eval()
 
     def init_state(self, memory: Tensor, mask: Tensor) -> TransformerDecoderState:
@@ -51,7 +54,7 @@ def setup():
     torch.manual_seed(0)
     model = TinyTransformerDecoder()
     with torch.no_grad():
-        model.out.bias[EOS] -= 0.5  # hypotheses that end early and ones that reach max_len
+        model.out.bias[EOS] += 0.25  # hypotheses that end early and ones that reach max_len
     lengths = torch.tensor([4, 2, 6])
     memory = torch.randn(3, 6, D, dtype=torch.float64) * 2  # (B, S, D), padding is garbage
     return model, memory, padding_mask(lengths, 6)

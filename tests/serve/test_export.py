@@ -93,7 +93,11 @@ def test_reference_beam_loop_equals_eager_beam_search(translation_model, exporte
     torch.testing.assert_close(got.log_probs, want.log_probs, rtol=0, atol=1e-5)
     # n-best never changes the 1-best (the same search, so also over the exported step)
     one = beam_exported(*exported, src, src_mask, limit, beam_size=3, alpha=0.6)
-    assert torch.equal(one.tokens[:, 0, : got.lengths[:, 0].max()], got.tokens[:, 0])
+    # (the 1-best list is only as wide as its longest entry; the 2-best list as its longest)
+    T = int(got.lengths[:, 0].max())
+    assert torch.equal(one.tokens[:, 0, :T], got.tokens[:, 0, :T])
+    assert torch.equal(one.lengths[:, 0], got.lengths[:, 0])
+    assert bool((got.tokens[:, 0, T:] == PAD_ID).all() and (one.tokens[:, 0, T:] == PAD_ID).all())
 
 
 def test_reference_beam_width_one_equals_exported_greedy(translation_model, exported):
