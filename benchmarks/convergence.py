@@ -232,6 +232,9 @@ def reference_curves(
         old = json.loads(Path(path).read_text())
     except (OSError, ValueError) as e:
         raise SystemExit(f"--reference {path}: cannot read a convergence record ({e})") from e
+    fields = ("seeds", "curves", "seconds", "date", "command")
+    if not isinstance(old, dict) or any(k not in old for k in fields):
+        raise SystemExit(f"--reference {path}: not a convergence record (needs {fields})")
     want = {"steps": args.steps, "batch": args.batch, "schedule": schedule}
     for key, value in want.items():
         if old.get(key) != value:

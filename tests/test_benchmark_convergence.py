@@ -47,3 +47,6 @@ def test_tiny_run_then_merge(tmp_path):
         convergence.main(argv[:2] + ["--batch", "3"] + argv[4:-4] + ["--reference", str(js)])
     with pytest.raises(SystemExit, match="no reference curve for seeds \\[5\\]"):
         convergence.main(argv[:6] + ["--seeds", "5"] + argv[8:-4] + ["--reference", str(js)])
+    (tmp_path / "bad.json").write_text("[1, 2]")
+    with pytest.raises(SystemExit, match="not a convergence record"):
+        convergence.main(argv[:-4] + ["--reference", str(tmp_path / "bad.json")])
