@@ -32,6 +32,7 @@ Writes the section ``## Convergence: seqlab's fast path vs the fp32 eager refere
 from __future__ import annotations
 
 import argparse
+import json
 import shlex
 import statistics
 import sys
@@ -171,8 +172,6 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     p.add_argument("--reference", metavar="JSON", help="reuse the nn curves of this record")
     args = p.parse_args(argv)
     if args.merge:
-        import json
-
         record = merge([json.loads(Path(f).read_text()) for f in args.merge])
         return _write(record, args)
     seeds = [int(s) for s in args.seeds.split(",") if s.strip()]
@@ -226,8 +225,6 @@ def reference_curves(
     path: str, args: argparse.Namespace, schedule: list[str], seeds: list[int]
 ) -> dict[str, Any]:
     """The reference's per-seed curves from an earlier record of the same settings."""
-    import json
-
     try:
         old = json.loads(Path(path).read_text())
     except (OSError, ValueError) as e:

@@ -95,9 +95,7 @@ class TransformerSeq2Seq(nn.Module):
         for name, p in self.named_parameters():
             if p.dim() == 2 and "embed" not in name and name != "pos.P":
                 nn.init.xavier_uniform_(p)
-        for module in self.modules():
-            if isinstance(module, MultiHeadAttention):
-                module.reset_parameters()
+        MultiHeadAttention.reset_all(self)
 
     def output(self, h: Tensor) -> Tensor:
         """logits = h W_outᵀ (tied: W_out = E_tgt).  (B, T, D) -> (B, T, V)."""

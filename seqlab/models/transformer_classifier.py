@@ -101,9 +101,7 @@ class TransformerClassifier(nn.Module):
         for p in self.encoder.parameters():
             if p.dim() == 2:  # Xavier-uniform projections, as seqlab.models.transformer
                 nn.init.xavier_uniform_(p)
-        for module in self.encoder.modules():
-            if isinstance(module, MultiHeadAttention):
-                module.reset_parameters()  # the reference's stacked-Q/K/V fan, zero biases
+        MultiHeadAttention.reset_all(self.encoder)  # stacked-Q/K/V fan, zero biases
 
     def encode(self, x: Tensor, mask: Tensor) -> tuple[Tensor, Tensor]:
         """Encoder states and their mask ([CLS] first when pool="cls").

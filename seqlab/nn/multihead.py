@@ -190,6 +190,14 @@ class MultiHeadAttention(nn.Module):
             if W.bias is not None:
                 nn.init.zeros_(W.bias)
 
+    @staticmethod
+    def reset_all(module: nn.Module) -> None:
+        """``reset_parameters`` of every MultiHeadAttention inside ``module``: for models
+        whose own Xavier pass over all matrices has overwritten the reference init."""
+        for m in module.modules():
+            if isinstance(m, MultiHeadAttention):
+                m.reset_parameters()
+
     def _split_heads(self, x: Tensor) -> Tensor:
         B, L, _ = x.shape
         x = x.view(B, L, self.n_heads, self.d_k)  # (B, L, H, Dh)

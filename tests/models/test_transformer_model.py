@@ -7,6 +7,7 @@ import torch
 import seqlab.models.transformer  # noqa: F401  (registers "transformer")
 from seqlab.config import from_dict, to_dict
 from seqlab.data.collate import collate_seq2seq
+from seqlab.nn.multihead import MultiHeadAttention
 from seqlab.registry import MODELS
 from seqlab.tasks.algorithmic import AlgorithmicConfig, make_examples
 from seqlab.tasks.base import token_cross_entropy
@@ -116,8 +117,6 @@ def test_initialisation_is_the_references():
     """Every attention of the model keeps the reference initialisation after the model's
     own Xavier pass (stacked-Q/K/V fan: variance (6 / 4d) / 3, not (6 / 2d) / 3; zero
     biases), like ``torch.nn.Transformer``; the feed-forward matrices stay Xavier (d × d_ff)."""
-    from seqlab.nn.multihead import MultiHeadAttention
-
     torch.manual_seed(0)
     entry = MODELS.get("transformer")
     cfg = entry.config_cls(d_model=256, n_heads=4, d_ff=512, encoder_layers=1, decoder_layers=1)
