@@ -92,15 +92,16 @@ def _cmd_evaluate(args: argparse.Namespace) -> int:
             f"task {loaded.config.task} has no split '{args.split}'; it has: {', '.join(splits)}"
         )
     metrics = loaded.evaluate(args.split)
-    print(f"checkpoint {loaded.checkpoint} (step {loaded.step}), split {args.split}")
-    print(format_table([(k, float(v)) for k, v in metrics.items()]))
     signatures = dict(getattr(metrics, "signatures", None) or {})
-    for name, sig in signatures.items():
-        print(f"{name} signature: {sig}")
     record = {"checkpoint": str(loaded.checkpoint), "step": loaded.step, "split": args.split}
     record |= {k: float(v) for k, v in metrics.items()}
     if signatures:
         record["signatures"] = signatures
+    if not args.json:  # --json: the JSON object alone, so that it can be piped
+        print(f"checkpoint {loaded.checkpoint} (step {loaded.step}), split {args.split}")
+        print(format_table([(k, float(v)) for k, v in metrics.items()]))
+        for name, sig in signatures.items():
+            print(f"{name} signature: {sig}")
     print(json.dumps(record))
     return 0
 

@@ -93,5 +93,7 @@ def test_train_resume_and_evaluate(tmp_path, capsys, preset):
     record = json.loads(out[-1])
     assert {"loss", "ppl", "exact_match", "token_acc"} <= set(record)
     assert [line.split()[0] for line in out[2:-1]] == list(record)[3:]  # one row each
+    assert main(["evaluate", str(run), "--json"]) == 0  # the JSON object alone
+    assert json.loads(capsys.readouterr().out) == record
     assert main(["evaluate", str(run), "--split", "test"]) == 2
     assert "no split 'test'" in capsys.readouterr().err
