@@ -182,7 +182,8 @@ def format_table(rows: list[Row], earlier: list[str] | None = None) -> str:
         lines.append(
             f"| {label} (`{r.model}`) | {r.params / 1e6:.2f}M | {r.minutes:.1f} | {r.updates} "
             f"| {r.tokens_per_s:,.0f} | {r.peak_rss_mib:,.0f} | {r.bleu_lc_greedy:.1f} "
-            f"| {r.bleu_lc_beam:.1f} | {r.beam} | {r.bleu_beam:.1f} | {r.chrf_beam:.1f} "
+            # the judged BLEU with two decimals, so that 41.96 never shows as "42.0 … no"
+            f"| {r.bleu_lc_beam:.2f} | {r.beam} | {r.bleu_beam:.2f} | {r.chrf_beam:.1f} "
             f"| {r.checkpoint} | {_num(r.published)} | {target} | {met} |"
         )
     return "\n".join(lines)
@@ -367,7 +368,7 @@ def main(argv: list[str] | None = None) -> list[Row]:
         rows.append(row)
         took = (time.perf_counter() - t0) / 60.0
         print(
-            f"[{model}] lc BLEU greedy {row.bleu_lc_greedy:.1f}, beam {row.bleu_lc_beam:.1f} "
+            f"[{model}] lc BLEU greedy {row.bleu_lc_greedy:.1f}, beam {row.bleu_lc_beam:.2f} "
             f"({took:.1f} min with evaluation)",
             flush=True,
         )

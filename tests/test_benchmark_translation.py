@@ -127,6 +127,9 @@ def test_en_de_row_is_judged_on_cased_bleu_and_de_en_rows_on_lowercase():
     assert _row("transformer", bleu_lc=41.9, bleu_cased=43.0).met is False
     table = bench.format_table([_row("transformer-en-de", 36.0, 35.1)])
     assert "en→de" in table and "| 35.8 | ≥ 35.0 | yes |" in table
+    # the judged column shows two decimals: just below the target never reads as the target
+    table = bench.format_table([_row("transformer", bleu_lc=41.96, bleu_cased=41.0)])
+    assert "| 41.96 | 5 | 41.00 |" in table and "| ≥ 42.0 | **no** |" in table
 
 
 def test_a_rerun_models_old_command_line_is_dropped(tmp_path: Path) -> None:
