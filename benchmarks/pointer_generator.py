@@ -74,6 +74,7 @@ EVALUATION_KEYS = (
     "task.block_unk",
     "task.replace_unk",
     "task.unk_to_copy",
+    "task.coverage_penalty",
     "train.threads",
 )
 
@@ -96,6 +97,14 @@ class Row:
     block_unk: bool = False
     replace_unk: bool = False
     unk_to_copy: bool = False
+    coverage_penalty: float = 0.0
+
+    @property
+    def beam_cell(self) -> str:
+        """The table's "beam K" cell: K, and GNMT's coverage penalty β when it is on."""
+        if self.coverage_penalty > 0.0:
+            return f"{self.beam}, cp β {self.coverage_penalty:g}"
+        return str(self.beam)
 
     @property
     def unk_decoding(self) -> str:
@@ -212,6 +221,7 @@ def run_preset(
         block_unk=bool(cfg.task_cfg.block_unk),
         replace_unk=bool(cfg.task_cfg.replace_unk),
         unk_to_copy=bool(cfg.task_cfg.unk_to_copy),
+        coverage_penalty=float(cfg.task_cfg.coverage_penalty),
     )
 
 
@@ -229,7 +239,7 @@ def format_table(rows: list[Row]) -> str:
         lines.append(
             f"| `{r.preset}` | {'yes' if r.coverage else 'no'} | {r.cov_lambda:g} "
             f"| {r.params / 1e6:.2f}M | {r.minutes:.1f} | {r.updates} | {r.tokens_per_s:,.0f} "
-            f"| {r.beam} | {r.unk_decoding} "
+            f"| {r.beam_cell} | {r.unk_decoding} "
             f"| {m['bleu_lc']:.1f} | {m['chrf']:.1f} "
             f"| {m['oov_copy']:.1f} ({copied} / {int(m['oov_copyable'])}) "
             f"| {m['repeat_trigram']:.2f} | {m['ref_repeat_trigram']:.2f} | {m['unk']:.1f} "
@@ -306,7 +316,8 @@ def render_section(
             "of the output becomes the source word with the most attention at its step); "
             "to copies = `task.unk_to_copy` (at every step P(<unk>) moves to the source "
             "words outside the target vocabulary, in proportion to their copy probability). "
-            "docs/pointer-generator.md explains each column.",
+            'beam K "4, cp β 0.2": beam 4 with GNMT\'s coverage penalty '
+            "(`task.coverage_penalty`). docs/pointer-generator.md explains each column.",
         ]
     )
 

@@ -67,3 +67,7 @@ def test_reuse_scores_the_saved_run_with_the_overrides(trained_run, tmp_path):
     (moved,) = bench.main([*common, "task.unk_to_copy=true"])
     assert moved.unk_to_copy and moved.unk_decoding == "to copies" and moved.metrics["unk"] == 0.0
     assert "| 2 | to copies |" in out.read_text()
+    (covered,) = bench.main([*common, "task.coverage_penalty=0.2"])
+    assert covered.coverage_penalty == 0.2 and covered.beam_cell == "2, cp β 0.2"
+    assert covered.updates == 3 and "| 2, cp β 0.2 |" in out.read_text()
+    assert "task.coverage_penalty" in bench.EVALUATION_KEYS  # --reuse accepts it

@@ -16,6 +16,7 @@ from seqlab.decode.sampling import (
 )
 from seqlab.decode.scoring import (
     best_possible_score,
+    gnmt_coverage_penalty,
     gnmt_length_penalty,
     penalised_score,
     sequence_lengths,
@@ -31,6 +32,7 @@ __all__ = [
     "StepDecoder",
     "beam_search",
     "best_possible_score",
+    "gnmt_coverage_penalty",
     "gnmt_length_penalty",
     "greedy",
     "penalised_score",

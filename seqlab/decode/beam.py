@@ -12,7 +12,9 @@ finished set) is separate from it. docs/decoding.md states the rules; in short:
   EOS); the K best non-EOS extensions stay *live*. With K = 1 and α = 0 this is greedy
   search, token for token.
 - Finished hypotheses are ranked by score(Y) = log P(Y) / lp(Y), lp(Y) = ((5+|Y|)/6)^α;
-  each input keeps its n_best best (ties: the earlier found stays ahead).
+  each input keeps its n_best best (ties: the earlier found stays ahead). With a
+  coverage penalty β > 0 (``coverage_penalty``, for a model that reports its attention
+  coverage) the score adds GNMT's cp(X; Y) ≤ 0 (``gnmt_coverage_penalty``).
 - Each input b has its own limit L_b (``max_len``: one int for all, or (B,) per input,
   e.g. translation's ⌊a·|x| + b⌋); the loop runs to max_b L_b.
 - Stop rule, per input b: stop when b has n_best finished hypotheses and no live one can
@@ -20,13 +22,15 @@ finished set) is separate from it. docs/decoding.md states the rules; in short:
   bound(s) = max(s / lp(t+1), s / lp(L_b)) (``best_possible_score``: for α > 0 the
   penalty still grows, so a live hypothesis can rise to s / lp(L_b)). At t = L_b the
   live hypotheses are finalised as they are (no EOS). The rule is exact: stopping never
-  changes the result of running every input to its limit (``stop_early=False``, tested),
+  changes the result of running every input to its limit (``stop_early=False``, tested;
+  cp ≤ 0, so the bound holds with the coverage penalty too),
   and n_best never changes the 1-best. An input's result is the one it gets decoded
   alone with max_len = L_b (tested).
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -38,6 +42,7 @@ from seqlab.decode.scoring import (
     GNMT_FORMULA,
     best_possible_score,
     forbid_eos,
+    gnmt_coverage_penalty,
     penalised_score,
     step_log_probs,
 )
@@ -163,13 +168,17 @@ class Finished:
         parent: Tensor,
         valid: Tensor,
         alpha: float,
+        penalty: Tensor | None = None,
     ) -> Finished:
-        """Merge M new hypotheses of length ``length``; keep the N best by penalised score.
+        """Merge M new hypotheses of length ``length``; keep the N best by penalised score
+        log P / lp, plus ``penalty`` (the coverage penalty cp ≤ 0) where given.
 
-        Shapes: log_prob, last_token, parent, valid (B, M) -> Finished (B, N)
+        Shapes: log_prob, last_token, parent, valid, penalty (B, M) -> Finished (B, N)
         """
         N = self.score.size(1)
         score = penalised_score(log_prob, length, alpha)  # (B, M)
+        if penalty is not None:
+            score = score + penalty.to(score.dtype)  # (B, M)
         score = score.masked_fill(~valid, float("-inf"))  # (B, M)
         lengths = torch.full_like(parent, length)  # (B, M)
         merged = [
@@ -240,6 +249,8 @@ def beam_search(
     pad_id: int = 0,
     stop_early: bool = True,
     compact_done: bool = True,
+    coverage_penalty: float = 0.0,
+    coverage: Callable[[Any], tuple[Tensor, Tensor]] | None = None,
 ) -> DecodeResult:
     """Beam search (width K = ``beam_size``) ranking finished hypotheses by GNMT's
     score(Y) = log P(Y) / lp(Y), lp(Y) = ((5 + |Y|) / 6)^α (Wu et al. 2016, §7).
@@ -260,8 +271,16 @@ def beam_search(
     input's K rows to the end, up to the batch's floating-point effects; tested). See the
     module docstring and docs/decoding.md for the selection and stop rules.
 
-    Deviations: no coverage penalty (GNMT's cp); candidates are ranked by raw log P, the
-    penalty only ranks finished hypotheses (as GNMT, fairseq, OpenNMT-py).
+    ``coverage_penalty`` β > 0 adds GNMT's coverage penalty to the score of a finished
+    hypothesis, score(Y) = log P(Y) / lp(Y) + cp(X; Y), cp = β Σ_i log min(Σ_j p_ij, 1)
+    (Wu et al. 2016, §7; ``gnmt_coverage_penalty``). It needs ``coverage``: a function of
+    the state after a step that returns, per row, the attention each source position has
+    received over the steps so far, that step included, and the source mask, both
+    (rows, S) (e.g. ``PointerGenerator.attention_coverage``). A hypothesis' cp is read
+    from the row it extends, at the step that finishes it.
+
+    Deviations: candidates are ranked by raw log P; the length and coverage penalties
+    only rank finished hypotheses (as GNMT, fairseq, OpenNMT-py).
 
     Shapes:
         state:   from the model's ``init_state``, batch B = ``batch_size``
@@ -272,6 +291,13 @@ def beam_search(
     """
     if beam_size < 1 or not 1 <= n_best <= beam_size:
         raise ValueError(f"need 1 <= n_best <= beam_size, got {n_best=} {beam_size=}")
+    if not coverage_penalty >= 0.0:
+        raise ValueError(f"coverage_penalty must be >= 0 (0 = off), got {coverage_penalty}")
+    if coverage_penalty > 0.0 and coverage is None:
+        raise ValueError(
+            "coverage_penalty > 0 needs the model's attention coverage: pass coverage="
+            "a function of the decoder state returning (coverage (rows, S), source mask)"
+        )
     B, K, N = batch_size, beam_size, n_best
     device = state_device(state)
     limit = row_limits(max_len, min_len, B, device)  # (B,) L_b
@@ -299,6 +325,10 @@ def beam_search(
         if finished is None:
             finished = Finished.empty(B, N, log_p.dtype, device)
             live_log_prob = live_log_prob.to(log_p.dtype)  # (B, K)
+        cp = None  # (B, K) the coverage penalty of each slot's hypothesis after this step
+        if coverage_penalty > 0.0:
+            assert coverage is not None
+            cp = _slot_coverage_penalty(state, coverage, coverage_penalty, t, active, B, K)
 
         # Candidate selection, for the active inputs; the others get empty candidates.
         cand = select_candidates(live_log_prob[active], log_p, eos_id).for_inputs(active, B)
@@ -306,7 +336,13 @@ def beam_search(
         # Bookkeeping: finished set, then the new live set and its back-pointers.
         open_rows = ~done[:, None]  # (B, 1)
         finished = finished.add(
-            cand.log_prob, t, cand.token, cand.beam, cand.finishes & open_rows, alpha
+            cand.log_prob,
+            t,
+            cand.token,
+            cand.beam,
+            cand.finishes & open_rows,
+            alpha,
+            None if cp is None else cp.gather(1, cand.beam),
         )
         live_log_prob = cand.log_prob.gather(1, cand.live)  # (B, K)
         live_beam = cand.beam.gather(1, cand.live)  # (B, K)
@@ -315,9 +351,10 @@ def beam_search(
         if t in limit_steps:  # finalise the live hypotheses of inputs at their limit as-is
             at_limit = limit == t  # (B,)
             keep = torch.isfinite(live_log_prob) & open_rows & at_limit[:, None]  # (B, K)
-            finished = finished.add(live_log_prob, t, live_token, live_beam, keep, alpha)
+            penalty = None if cp is None else cp.gather(1, live_beam)  # (B, K)
+            finished = finished.add(live_log_prob, t, live_token, live_beam, keep, alpha, penalty)
             done = done | at_limit  # (B,)
-        if stop_early:
+        if stop_early:  # cp ≤ 0 never makes a live hypothesis score above this bound
             best_live = live_log_prob.max(dim=1).values  # (B,)
             bound = best_possible_score(best_live, t, limit, alpha)  # (B,)
             done = done | finished.cannot_improve(bound)  # (B,)
@@ -346,12 +383,42 @@ def beam_search(
         "bos_id": bos_id,
         "eos_id": eos_id,
         "pad_id": pad_id,
-        "score": GNMT_FORMULA,
+        "score": GNMT_FORMULA + (" + cp(X; Y)" if coverage_penalty > 0.0 else ""),
+        "coverage_penalty": coverage_penalty,
         "stop_rule": STOP_RULE,
         "stop_early": stop_early,
         "steps": t,
     }
     return DecodeResult(tokens, lengths, finished.score, finished.log_prob, meta)
+
+
+def _slot_coverage_penalty(
+    state: Any,
+    coverage: Callable[[Any], tuple[Tensor, Tensor]],
+    beta: float,
+    t: int,
+    active: Tensor,
+    B: int,
+    K: int,
+) -> Tensor:
+    """cp of every slot's hypothesis after step t, from the decoder's rows: (B, K).
+
+    The rows are the B inputs at t = 1 (every slot of an input then extends slot 0) and
+    the A·K hypotheses of the ``active`` inputs after it; dropped inputs get 0 (nothing of
+    theirs is added any more).
+
+    Shapes: coverage(state) -> (rows, S), (rows, S) bool; active (A,) -> (B, K)
+    """
+    cov, mask = coverage(state)  # (rows, S), (rows, S)
+    cp = gnmt_coverage_penalty(cov, mask, beta)  # (rows,)
+    if t == 1:
+        return cp[:, None].expand(B, K)  # (B, K)
+    cp = cp.view(active.numel(), K)  # (A, K)
+    if active.numel() == B:
+        return cp
+    full = cp.new_zeros(B, K)  # (B, K)
+    full[active] = cp
+    return full
 
 
 @dataclass(frozen=True)

@@ -1,5 +1,5 @@
-"""Scores of output sequences: step log-probabilities, the GNMT length penalty, the bound
-beam search stops on, and log P(Y) recomputed by teacher forcing.
+"""Scores of output sequences: step log-probabilities, the GNMT length and coverage
+penalties, the bound beam search stops on, and log P(Y) recomputed by teacher forcing.
 
 Conventions shared by every search (docs/decoding.md):
 - log p(y_t | y_<t, x) = log_softmax(logits_t), computed in float32 at least.
@@ -50,13 +50,36 @@ def gnmt_length_penalty(length: Tensor | int, alpha: float) -> Tensor:
     lp(1) = 1; for α > 0 it grows with |Y| (longer hypotheses are divided by more, which
     offsets log P(Y) falling with every token); α = 0 gives lp = 1 (raw log-probabilities).
 
-    Deviations: GNMT's coverage penalty cp(X; Y) is not included; |Y| counts EOS (the paper
-    does not say).
+    Deviations: |Y| counts EOS (the paper does not say). GNMT's coverage penalty cp(X; Y) is
+    ``gnmt_coverage_penalty``, added by beam search where the model reports its coverage.
 
     Shapes: length (...) int or long tensor -> (...) float64
     """
     n = torch.as_tensor(length, dtype=torch.float64)  # (...)
     return ((5.0 + n) / 6.0) ** alpha  # (...)
+
+
+def gnmt_coverage_penalty(coverage: Tensor, mask: Tensor, beta: float) -> Tensor:
+    """Wu et al. 2016 (GNMT), §7, the coverage penalty of s(Y, X):
+
+        cp(X; Y) = β Σ_{i=1}^{|X|} log(min(Σ_{j=1}^{|Y|} p_{i,j}, 1.0))
+
+    p_{i,j}: the attention of output step j on source position i; ``coverage`` holds the
+    sums Σ_j p_{i,j} over the hypothesis' steps (EOS's step included). cp ≤ 0, and it is 0
+    once every source position has received a total attention of at least 1: it favours
+    hypotheses that attend to (translate) every source word. It never decreases as a
+    hypothesis grows (the sums only grow), so 0 bounds it from above.
+
+    Deviations: the sum runs over the positions of ``mask`` (a source padded in a batch
+    has no attention there); a sum below the smallest normal float counts as that float
+    (log 0 = −∞ would make the hypothesis unrankable; softmax attention is positive
+    anyway).
+
+    Shapes: coverage (..., S) float, mask (..., S) bool -> (...) float (coverage's dtype)
+    """
+    tiny = torch.finfo(coverage.dtype).tiny
+    per_word = coverage.clamp(min=tiny, max=1.0).log()  # (..., S)
+    return beta * per_word.masked_fill(~mask, 0.0).sum(-1)  # (...)
 
 
 def penalised_score(log_prob: Tensor, length: Tensor | int, alpha: float) -> Tensor:

@@ -407,6 +407,17 @@ class PointerGenerator(nn.Module):
         )
         return log_P, new
 
+    @staticmethod
+    def attention_coverage(state: PointerGeneratorState) -> tuple[Tensor, Tensor]:
+        """What beam search's coverage penalty reads (seqlab.decode.beam_search,
+        ``coverage``): per row, Σ_{t' ≤ t} a^{t'}, the attention each source position has
+        received over the steps so far, the last one included (``state.cov`` after
+        ``step``), and the source mask.
+
+        Shapes: state with B rows -> (B, S) float, (B, S) bool
+        """
+        return state.cov, state.src_mask
+
     def forward(
         self,
         src: Tensor,

@@ -130,7 +130,10 @@ class CopyTranslationConfig:
     the source word with the highest attention weight at its step (Luong et al. 2015);
     ``unk_to_copy``: at every step ``<unk>``'s probability moves to the source words
     outside the target vocabulary, in proportion to their copy probabilities. At most one
-    of the three.
+    of the three. ``coverage_penalty`` β > 0: beam search (``test_beam`` > 1, ``translate``
+    with a beam) ranks finished hypotheses by log P / lp + β Σ_i log min(Σ_t a_i^t, 1),
+    GNMT's coverage penalty (Wu et al. 2016, §7), which favours outputs that attend to
+    every source word; 0 (default) = off, as in See et al.
 
     ``src_char_ngrams``: K > 0 gives the encoder, besides each source word's embedding,
     the mean of its hashed character n-gram vectors (``char_ngram_min`` ≤ n ≤
@@ -171,6 +174,7 @@ class CopyTranslationConfig:
     block_unk: bool = False
     replace_unk: bool = False
     unk_to_copy: bool = False
+    coverage_penalty: float = 0.0
     src_char_ngrams: int = 0
     char_ngram_min: int = 3
     char_ngram_max: int = 5
@@ -195,8 +199,10 @@ class CopyTranslationConfig:
         for name in ("src_min_freq", "max_len", "valid_beam", "test_beam", "eval_batch_tokens"):
             if getattr(self, name) < 1:
                 raise ValueError(f"task.{name} must be >= 1, got {getattr(self, name)}")
-        if not (self.cov_lambda >= 0 and math.isfinite(self.cov_lambda)):
-            raise ValueError(f"task.cov_lambda must be a finite number >= 0, got {self.cov_lambda}")
+        for name in ("cov_lambda", "coverage_penalty"):
+            value = getattr(self, name)
+            if not (value >= 0 and math.isfinite(value)):
+                raise ValueError(f"task.{name} must be a finite number >= 0, got {value}")
         for name in ("valid_bleu_sentences", "test_sentences"):
             if getattr(self, name) < 0:
                 raise ValueError(f"task.{name} must be >= 0 (0 = all)")
@@ -404,10 +410,18 @@ class CopyTranslationTask(Task):
         self, model: nn.Module, examples: Sequence[CopyExample], settings: SearchSettings
     ) -> list[tuple[list[int], float]]:
         """``decode_copy`` with the config's ``block_unk`` / ``replace_unk`` /
-        ``unk_to_copy``."""
+        ``unk_to_copy`` / ``coverage_penalty``."""
         cfg = self.cfg
         to_copy = len(self.tgt_vocab) if cfg.unk_to_copy else None
-        return decode_copy(model, examples, settings, cfg.block_unk, cfg.replace_unk, to_copy)
+        return decode_copy(
+            model,
+            examples,
+            settings,
+            cfg.block_unk,
+            cfg.replace_unk,
+            to_copy,
+            cfg.coverage_penalty,
+        )
 
     @torch.no_grad()
     def evaluate(self, model: nn.Module, split: str = "valid") -> dict[str, float]:
@@ -502,7 +516,12 @@ class CopyTranslationTask(Task):
             settings = self._settings(beam)
             to_copy = len(self.tgt_vocab) if self.cfg.unk_to_copy else None
             ((ids, _),) = decode_copy(
-                model, [example], settings, self.cfg.block_unk, unk_to_copy_vocab=to_copy
+                model,
+                [example],
+                settings,
+                self.cfg.block_unk,
+                unk_to_copy_vocab=to_copy,
+                coverage_penalty=self.cfg.coverage_penalty,
             )
             device = model_device(model)
             src = torch.tensor([example.src_ids], device=device)  # (1, S)

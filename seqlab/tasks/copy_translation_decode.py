@@ -163,6 +163,7 @@ def decode_copy(
     block_unk: bool = False,
     replace_unk: bool = False,
     unk_to_copy_vocab: int | None = None,
+    coverage_penalty: float = 0.0,
 ) -> list[tuple[list[int], float]]:
     """Decode each example with greedy (beam 1) or beam search over the extended
     vocabulary; returns, in input order, (extended ids without EOS, mean p_gen of its
@@ -172,6 +173,8 @@ def decode_copy(
     ``replace_unk``: each ``<unk>`` of the output becomes its most-attended source word
     (``replace_unk_by_attention``; p_gen is that of the decoded steps);
     ``unk_to_copy_vocab`` V: ``<unk>``'s mass goes to the copies (``UnkToCopyDecoder``).
+    ``coverage_penalty`` β > 0: beam search adds GNMT's cp(X; Y) to each finished
+    hypothesis' score (``gnmt_coverage_penalty``; not used by greedy search).
 
     Shapes (per batch): src, src_ext (B, S); per-row max_len (B,); greedy tokens (B, T);
     beam tokens (B, 1, T).
@@ -210,6 +213,8 @@ def decode_copy(
                 beam_size=settings.beam,
                 alpha=settings.length_penalty,
                 pad_id=PAD_ID,
+                coverage_penalty=coverage_penalty,
+                coverage=model.attention_coverage if coverage_penalty > 0.0 else None,
             )
             tokens, lens = res.tokens[:, 0], res.lengths[:, 0]  # (B, T), (B,)
         ids = [row[:n] for row, n in zip(tokens.tolist(), lens.tolist())]

@@ -335,15 +335,25 @@ def test_beam_one_equals_greedy_and_beam_scores_match_teacher_forcing():
     torch.testing.assert_close(b1.scores[:, 0], g.scores, atol=TOL, rtol=0)
     K, N = 3, 2
     r = beam_search(model, state(), B, BOS_ID, EOS_ID, 6, beam_size=K, n_best=N, pad_id=PAD_ID)
+    log_P, _, _ = teacher_forced_hypotheses(model, b, r)
+    torch.testing.assert_close(log_P.view(B, N), r.log_probs, atol=TOL, rtol=0)
+
+
+def teacher_forced_hypotheses(model, b, r):
+    """The model teacher-forced on every n-best hypothesis of beam result ``r`` over batch
+    ``b``: log P of each (B·N,), the ``PointerGeneratorOutput`` and the mask of the
+    hypothesis' steps (B·N, T), EOS included."""
+    B, N = r.tokens.shape[:2]
     tokens = r.tokens.flatten(0, 1)  # (B·N, T)
     inside = torch.arange(tokens.size(1)) < r.lengths.flatten()[:, None]  # (B·N, T)
     y = tokens.masked_fill(~inside, PAD_ID)  # (B·N, T)
     y_in = torch.cat([torch.full_like(y[:, :1], BOS_ID), y[:, :-1]], 1)  # (B·N, T)
     src, mask, ext = repeat_rows((b.src, b.src_mask, b.src_ext), B, N, y.device)
     with torch.no_grad():
-        log_p = model(src, mask, y_in, inside, ext, b.n_oov).log_softmax(-1)  # (B·N, T, V')
+        out = model(src, mask, y_in, inside, ext, b.n_oov, details=True)
+    log_p = out.log_probs.log_softmax(-1)  # (B·N, T, V')
     log_P = (log_p.gather(2, y[..., None]).squeeze(2) * inside).sum(1)  # (B·N,)
-    torch.testing.assert_close(log_P.view(B, N), r.log_probs, atol=TOL, rtol=0)
+    return log_P, out, inside
 
 
 def test_learns_to_copy_target_oov_symbols():

@@ -170,8 +170,9 @@ def test_replace_unk_in_decoding_uses_the_models_own_attention():
 # ----------------------------------------------------------------- defaults unchanged
 
 
-def decode_as_before(model, exs, beam):
-    """What decode_copy did before the options: one search on the model itself."""
+def decode_as_before(model, exs, beam, **search):
+    """What decode_copy did before the options: one search on the model itself
+    (``search``: more keyword arguments for beam search)."""
     src, lengths = pad_batch([e.src_ids for e in exs], PAD_ID)  # (B, S)
     src_ext, _ = pad_batch([e.src_ext for e in exs], PAD_ID)  # (B, S)
     mask = padding_mask(lengths)  # (B, S)
@@ -183,7 +184,15 @@ def decode_as_before(model, exs, beam):
         tokens, lens = res.tokens, res.lengths
     else:
         res = beam_search(
-            model, state, len(exs), BOS_ID, EOS_ID, max_len=limit, beam_size=beam, alpha=0.6
+            model,
+            state,
+            len(exs),
+            BOS_ID,
+            EOS_ID,
+            max_len=limit,
+            beam_size=beam,
+            alpha=0.6,
+            **search,
         )
         tokens, lens = res.tokens[:, 0], res.lengths[:, 0]
     rows = [row[:n] for row, n in zip(tokens.tolist(), lens.tolist())]
