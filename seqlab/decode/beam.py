@@ -286,7 +286,7 @@ def beam_search(
         state:   from the model's ``init_state``, batch B = ``batch_size``
         max_len: int, or (B,) long
         returns: DecodeResult with tokens (B, N, T), lengths (B, N) (EOS counted),
-                 scores = log P / lp (B, N) sorted best first, log_probs = log P (B, N);
+                 scores = log P / lp (+ cp) (B, N) sorted best first, log_probs = log P (B, N);
                  N = ``n_best`` ≤ K
     """
     if beam_size < 1 or not 1 <= n_best <= beam_size:
