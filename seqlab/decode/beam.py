@@ -291,8 +291,10 @@ def beam_search(
     """
     if beam_size < 1 or not 1 <= n_best <= beam_size:
         raise ValueError(f"need 1 <= n_best <= beam_size, got {n_best=} {beam_size=}")
-    if not coverage_penalty >= 0.0:
-        raise ValueError(f"coverage_penalty must be >= 0 (0 = off), got {coverage_penalty}")
+    if not 0.0 <= coverage_penalty < float("inf"):
+        raise ValueError(
+            f"coverage_penalty must be a finite number >= 0 (0 = off), got {coverage_penalty}"
+        )
     if coverage_penalty > 0.0 and coverage is None:
         raise ValueError(
             "coverage_penalty > 0 needs the model's attention coverage: pass coverage="

@@ -198,5 +198,6 @@ def test_bad_settings_raise():
     b = copy_batch(n=2, seed=1)
     with pytest.raises(ValueError, match="needs the model's attention coverage"):
         pg_search(model, b, coverage_penalty=0.2, coverage=None)
-    with pytest.raises(ValueError, match="coverage_penalty must be >= 0"):
-        pg_search(model, b, coverage_penalty=-0.1)
+    for bad in (-0.1, math.inf, math.nan):
+        with pytest.raises(ValueError, match="coverage_penalty must be a finite number >= 0"):
+            pg_search(model, b, coverage_penalty=bad)
