@@ -18,7 +18,7 @@ from torch import Tensor
 from seqlab.data.vocab import BOS_ID, EOS_ID, PAD_ID
 from seqlab.decode import beam_search, repeat_rows
 from seqlab.decode.scoring import gnmt_coverage_penalty, gnmt_length_penalty
-from tests.decode import B_, BOS, EOS, PAD, A, ScriptedDecoder
+from tests.decode import B_, BOS, EOS, PAD, A, ScriptedDecoder, ScriptState
 from tests.models.test_pointer_generator import build, copy_batch, teacher_forced_hypotheses
 
 
@@ -62,15 +62,10 @@ class CoveringScript(ScriptedDecoder):
         )
 
     def step(self, y_prev: Tensor, state: CovScriptState) -> tuple[Tensor, CovScriptState]:
-        self.batch_sizes.append(y_prev.size(0))
-        prefix = state.prefix
-        if state.steps > 0:
-            prefix = torch.cat([prefix, y_prev[:, None]], dim=1)  # (B, t)
-        rows = [self.table.get(tuple(p), self.default) for p in prefix.tolist()]
-        att = [self.attention.get(tuple(p), self.default_attention) for p in prefix.tolist()]
+        log_p, s = super().step(y_prev, ScriptState(state.prefix, state.steps))  # (B, V)
+        att = [self.attention.get(tuple(p), self.default_attention) for p in s.prefix.tolist()]
         cov = state.cov + torch.tensor(att, dtype=torch.float64)  # (B, 2)
-        log_p = torch.tensor(rows, dtype=torch.float64).log()  # (B, V)
-        return log_p, CovScriptState(prefix, cov, state.mask, state.steps + 1)
+        return log_p, CovScriptState(s.prefix, cov, state.mask, s.steps)
 
     @staticmethod
     def coverage(state: CovScriptState) -> tuple[Tensor, Tensor]:
