@@ -19,6 +19,7 @@ import os
 from pathlib import Path
 from typing import Any
 
+from seqlab.cli.translate_cmd import add_search_arguments, search_overrides
 from seqlab.errors import SeqlabError
 
 
@@ -119,7 +120,12 @@ def _evaluate_files(loaded: Any, args: argparse.Namespace) -> int:
             f"'{loaded.config.task}' — use --split instead"
         )
     result = evaluate_files(
-        args.src, args.ref, beam=args.beam, plot_path=args.plot, hyp_path=args.hyp
+        args.src,
+        args.ref,
+        beam=args.beam,
+        plot_path=args.plot,
+        hyp_path=args.hyp,
+        **search_overrides(args),
     )
     print_file_scores(result, as_json=args.json)
     return 0
@@ -183,6 +189,7 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--src", help="source file of a parallel test set (translation)")
     p.add_argument("--ref", help="reference file of that test set")
     p.add_argument("--beam", type=int, default=5, help="beam width for --src/--ref")
+    add_search_arguments(p)
     p.add_argument("--plot", help="write BLEU by source length as a PNG here")
     p.add_argument("--hyp", help="write the detokenised hypotheses here")
     p.add_argument("--json", action="store_true", help="one JSON object instead of text")

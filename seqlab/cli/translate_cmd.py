@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -109,10 +110,8 @@ def _cmd_translate(args: argparse.Namespace, stdin: TextIO | None = None) -> int
             chunk,
             beam=args.beam,
             nbest=args.nbest,
-            max_len_a=args.max_len_a,
-            max_len_b=args.max_len_b,
-            length_penalty=args.length_penalty,
             return_attention=args.json or bool(args.plot),
+            **search_overrides(args),
         )
         if args.plot:
             for i, t in enumerate(results):
@@ -146,6 +145,34 @@ def print_file_scores(result: dict[str, Any], as_json: bool = False) -> None:
     print(result["bucket_table"])
 
 
+def add_search_arguments(p: argparse.ArgumentParser) -> None:
+    """The beam search settings ``translate`` and ``evaluate --src/--ref`` share; each
+    left out is the run's own (its ``task.*`` setting, as ``evaluate --split`` uses)."""
+    run = "default: the run's task.%s"
+    p.add_argument("--length-penalty", type=float, help=f"GNMT alpha ({run % 'length_penalty'})")
+    p.add_argument(
+        "--coverage-penalty",
+        type=float,
+        help=f"GNMT beta, bahdanau/luong ({run % 'coverage_penalty'})",
+    )
+    p.add_argument("--max-len-a", type=float, help=f"max output = a·|x| + b ({run % 'max_len_a'})")
+    p.add_argument("--max-len-b", type=int, help=run % "max_len_b")
+
+
+def search_overrides(args: argparse.Namespace) -> dict[str, Any]:
+    """The search flags given (None = the run's own), checked: each must be finite and
+    >= 0, and a·|x| + b must allow at least one token."""
+    kw = {
+        name: getattr(args, name)
+        for name in ("length_penalty", "coverage_penalty", "max_len_a", "max_len_b")
+    }
+    for name, value in kw.items():
+        if value is not None and not (math.isfinite(value) and value >= 0):
+            flag = "--" + name.replace("_", "-")
+            raise SeqlabError(f"{flag} must be finite and >= 0, got {value}")
+    return kw
+
+
 def add_command(sub: argparse._SubParsersAction) -> None:
     """Register ``translate`` on the top-level parser's subcommands."""
     p = sub.add_parser("translate", help="translate sentences with a trained checkpoint")
@@ -156,9 +183,7 @@ def add_command(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--nbest", type=int, default=1, help="hypotheses per sentence (<= K)")
     p.add_argument("--json", action="store_true", help="JSON per input, with attention")
     p.add_argument("--plot", metavar="DIR", help="write attention heatmaps DIR/<i>-<name>.png")
-    p.add_argument("--length-penalty", type=float, default=0.6, help="GNMT alpha")
-    p.add_argument("--max-len-a", type=float, default=1.2, help="max output = a·|x| + b")
-    p.add_argument("--max-len-b", type=int, default=10)
+    add_search_arguments(p)
     p.add_argument("--data-dir", help="data folder (default ../shared/data)")
     p.add_argument("--device", default="cpu")
     p.set_defaults(func=_cmd_translate)

@@ -66,7 +66,9 @@ class BahdanauState:
     """Decoder state, batch first; h, U_a_h and src_mask are static (``static_field``).
 
     Shapes: s (B, n) = s_{i−1}; h (B, S, 2n) annotations; U_a_h (B, S, n′) = Uₐ h_j;
-    src_mask (B, S) bool; alpha (B, S) = α_{i−1} (the last step's weights, for inspection).
+    src_mask (B, S) bool; alpha (B, S) = α_{i−1} (the last step's weights, for inspection);
+    cov (B, S) = Σ_{k<i} α_k, the attention each source position has received so far
+    (what GNMT's coverage penalty reads, ``attention_coverage``).
     """
 
     s: Tensor
@@ -74,6 +76,7 @@ class BahdanauState:
     U_a_h: Tensor = static_field()
     src_mask: Tensor = static_field()
     alpha: Tensor
+    cov: Tensor
 
 
 class BahdanauFeatures(NamedTuple):
@@ -133,7 +136,7 @@ class Bahdanau(RNNEncoderDecoder):
         s_0 = torch.tanh(self.W_s(h[:, 0, n:]))  # (B, n)  h←_1: backward state at j = 1
         U_a_h = self.attention.precompute_keys(h)  # (B, S, n′)  once per source
         alpha = h.new_zeros(h.shape[:2])  # (B, S)
-        return BahdanauState(s=s_0, h=h, U_a_h=U_a_h, src_mask=src_mask, alpha=alpha)
+        return BahdanauState(s=s_0, h=h, U_a_h=U_a_h, src_mask=src_mask, alpha=alpha, cov=alpha)
 
     def advance(
         self, e_prev: Tensor, state: BahdanauState
@@ -142,7 +145,19 @@ class Bahdanau(RNNEncoderDecoder):
             state.s, state.h, mask=state.src_mask, precomputed_keys=state.U_a_h
         )
         s = self.cell(torch.cat([e_prev, c], dim=-1), state.s)  # (B, n)  s_i
-        return BahdanauFeatures(s, e_prev, c, alpha), dataclasses.replace(state, s=s, alpha=alpha)
+        cov = state.cov + alpha  # (B, S)
+        return BahdanauFeatures(s, e_prev, c, alpha), dataclasses.replace(
+            state, s=s, alpha=alpha, cov=cov
+        )
+
+    @staticmethod
+    def attention_coverage(state: BahdanauState) -> tuple[Tensor, Tensor]:
+        """What beam search's coverage penalty reads (``seqlab.decode.beam_search``,
+        ``coverage``): Σ_k α_k over the steps taken, the last one included, and the mask.
+
+        Shapes: state with B rows -> (B, S) float, (B, S) bool
+        """
+        return state.cov, state.src_mask
 
     def readout(self, f: BahdanauFeatures) -> Tensor:
         return self.vocab_logits(self.deep_output(f.s, f.e, f.c))  # (B, [T,] V)

@@ -87,7 +87,9 @@ class LuongState:
     """Decoder state, batch first; h_bar, keys_pre and src_mask are static (``static_field``).
 
     Shapes: h, c (B, L, H); h_tilde (B, H) = h̃_{t−1}; h_bar (B, S, H); keys_pre (B, S, ·)
-    (the key part of the score, e.g. Wₐ h̄_s); src_mask (B, S) bool; alpha (B, S) = a_{t−1}.
+    (the key part of the score, e.g. Wₐ h̄_s); src_mask (B, S) bool; alpha (B, S) = a_{t−1};
+    cov (B, S) = Σ_{k<t} a_k, the attention each source position has received so far
+    (what GNMT's coverage penalty reads, ``attention_coverage``).
     """
 
     h: Tensor
@@ -97,6 +99,7 @@ class LuongState:
     keys_pre: Tensor = static_field()
     src_mask: Tensor = static_field()
     alpha: Tensor
+    cov: Tensor
 
 
 class LuongFeatures(NamedTuple):
@@ -149,6 +152,7 @@ class Luong(RNNEncoderDecoder):
 
     def init_state(self, memory: LuongMemory, src_mask: Tensor) -> LuongState:
         B, S, H = memory.h_bar.shape
+        zeros = memory.h_bar.new_zeros(B, S)  # (B, S)
         return LuongState(
             h=memory.h,
             c=memory.c,
@@ -156,7 +160,8 @@ class Luong(RNNEncoderDecoder):
             h_bar=memory.h_bar,
             keys_pre=self.attention.precompute_keys(memory.h_bar),  # (B, S, ·) once per source
             src_mask=src_mask,
-            alpha=memory.h_bar.new_zeros(B, S),  # (B, S)
+            alpha=zeros,  # (B, S)
+            cov=zeros,  # (B, S)
         )
 
     def attend(self, h_t: Tensor, state: LuongState) -> LuongFeatures:
@@ -178,7 +183,17 @@ class Luong(RNNEncoderDecoder):
         x = torch.cat([e_prev, state.h_tilde], dim=-1) if self.cfg.input_feed else e_prev
         h, c = stacked_step(self.decoder, x, state.h, state.c)  # (B, L, H) each
         f = self.attend(h[:, -1], state)  # h_t = top layer
-        return f, dataclasses.replace(state, h=h, c=c, h_tilde=f.h_tilde, alpha=f.alpha)
+        cov = state.cov + f.alpha  # (B, S)
+        return f, dataclasses.replace(state, h=h, c=c, h_tilde=f.h_tilde, alpha=f.alpha, cov=cov)
+
+    @staticmethod
+    def attention_coverage(state: LuongState) -> tuple[Tensor, Tensor]:
+        """What beam search's coverage penalty reads (``seqlab.decode.beam_search``,
+        ``coverage``): Σ_k a_k over the steps taken, the last one included, and the mask.
+
+        Shapes: state with B rows -> (B, S) float, (B, S) bool
+        """
+        return state.cov, state.src_mask
 
     def readout(self, f: LuongFeatures) -> Tensor:
         return self.vocab_logits(f.h_tilde)  # (B, [T,] V)  softmax(W_s h̃_t)

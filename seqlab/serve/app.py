@@ -11,7 +11,8 @@ with a message naming the right one):
     GET  /health      {"status": "ok", "task", "model"}
     GET  /info        model, task, step, parameters, config, vocabulary sizes,
                       precision, limits, batching counters
-    POST /translate   translation: {"text", "beam", "nbest", "length_penalty", "attention"}
+    POST /translate   translation: {"text", "beam", "nbest", "length_penalty",
+                      "coverage_penalty", "attention"}
                       → {"translations": [one ``seqlab translate --json`` record per text]}
     POST /generate    lm: {"prompt", "max_tokens", "temperature", "top_k", "top_p", "seed"}
                       → {"prompt", "continuation", "text"} (text = ``seqlab generate``'s)
@@ -41,6 +42,7 @@ from seqlab.errors import SeqlabError
 from seqlab.serve.batching import MicroBatcher, Overloaded
 from seqlab.serve.errors import BodyLimit, error_response, install_handlers
 from seqlab.serve.schemas import Limits, as_list, request_models
+from seqlab.tasks.translation_eval import SearchSettings, coverage_of
 
 STATIC = Path(__file__).parent / "static"
 
@@ -114,7 +116,7 @@ class Server:
         if kind == "translate":
             from seqlab.cli.translate_cmd import translation_record
 
-            beam, nbest, length_penalty, attention = settings
+            beam, nbest, length_penalty, coverage_penalty, attention = settings
 
             def call(texts: list[str]) -> list[Any]:
                 results = task.translate_detailed(
@@ -124,6 +126,7 @@ class Server:
                     nbest=nbest,
                     length_penalty=length_penalty,
                     return_attention=attention,
+                    coverage_penalty=coverage_penalty,
                 )
                 return [translation_record(t) for t in results]
 
@@ -262,7 +265,18 @@ def create_app(loaded: Any, limits: Limits | None = None) -> FastAPI:
 
         @app.post("/translate")
         async def translate(body: models.Translate) -> dict[str, Any]:
-            settings = (body.beam, body.nbest, body.length_penalty, body.attention)
+            if body.coverage_penalty and body.beam > 1:
+                try:
+                    coverage_of(server.loaded.model, SearchSettings(2, 1, coverage_penalty=1.0))
+                except ValueError as exc:
+                    raise ServeError(422, f"coverage_penalty: {exc}", "coverage_penalty") from None
+            settings = (
+                body.beam,
+                body.nbest,
+                body.length_penalty,
+                body.coverage_penalty,
+                body.attention,
+            )
             records = await server.decode(("translate", settings), as_list(body.text), "text")
             return {"translations": records}
 

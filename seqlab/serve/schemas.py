@@ -7,7 +7,8 @@ request classes are built per server by :func:`request_models`.
 
 Bodies (``text`` is one string or a list of strings; the answer has one entry per text):
 
-* ``POST /translate``  ``{"text", "beam", "nbest", "length_penalty", "attention"}``
+* ``POST /translate``  ``{"text", "beam", "nbest", "length_penalty", "coverage_penalty",
+  "attention"}`` (a penalty left out is the run's own ``task.*`` setting)
 * ``POST /generate``   ``{"prompt", "max_tokens", "temperature", "top_k", "top_p", "seed"}``
 * ``POST /predict``    ``{"text"}``
 """
@@ -91,7 +92,9 @@ def request_models(limits: Limits) -> SimpleNamespace:
         text: str | list[str]
         beam: int = Field(5, ge=1, le=limits.max_beam)
         nbest: int = Field(1, ge=1, le=limits.max_beam)
-        length_penalty: float = Field(0.6, ge=0.0, le=5.0, allow_inf_nan=False)
+        # None: the run's own task.length_penalty / task.coverage_penalty
+        length_penalty: float | None = Field(None, ge=0.0, le=5.0, allow_inf_nan=False)
+        coverage_penalty: float | None = Field(None, ge=0.0, le=5.0, allow_inf_nan=False)
         attention: bool = False
 
         @field_validator("text")

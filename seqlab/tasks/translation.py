@@ -50,6 +50,7 @@ from seqlab.tasks.translation_eval import (
     SearchSettings,
     Translation,
     attention_records,
+    coverage_of,
     decode_ids,
 )
 
@@ -75,6 +76,10 @@ class TranslationConfig:
     sentencepiece ``alpha`` (BPE: BPE-dropout's merge-dropout probability, Provilkov et
     al. 2020, who use 0.1; unigram: Kudo 2018's smoothing exponent) on the sides named by
     ``sampling_sides``; 0 = off. Evaluation always uses the fixed segmentation.
+    ``length_penalty`` (GNMT α) and ``coverage_penalty`` (GNMT β, beam search only; models
+    with ``attention_coverage``: bahdanau, luong) are the search settings every decode of
+    the run uses — evaluate, translate, evaluate_files, the server — unless a call names
+    its own; ``max_len_a`` / ``max_len_b`` likewise.
     """
 
     src_lang: str = "de"
@@ -98,6 +103,7 @@ class TranslationConfig:
     valid_beam: int = 1
     test_beam: int = 5
     length_penalty: float = 0.6
+    coverage_penalty: float = 0.0
     max_len_a: float = 1.2
     max_len_b: int = 10
     eval_max_tokens: int = 8000
@@ -128,6 +134,10 @@ class TranslationConfig:
                 f"task.subword_sampling must be in [0, 1), got {self.subword_sampling} "
                 "(0.1 is BPE-dropout's usual rate)"
             )
+        for name in ("length_penalty", "coverage_penalty"):
+            value = getattr(self, name)
+            if not (math.isfinite(value) and value >= 0.0):
+                raise ValueError(f"task.{name} must be finite and >= 0, got {value}")
         if self.sampling_sides not in ("both", "source", "target"):
             raise ValueError(
                 f"task.sampling_sides must be both, source or target, not {self.sampling_sides!r}"
@@ -287,6 +297,16 @@ class TranslationTask(Task):
             "pad_id": PAD_ID,
         }
 
+    def init_model(self, model: nn.Module) -> None:
+        """Refuse, before any training, a ``coverage_penalty`` the model cannot serve."""
+        if self.cfg.coverage_penalty > 0.0:
+            try:
+                coverage_of(
+                    model, SearchSettings(beam=2, coverage_penalty=self.cfg.coverage_penalty)
+                )
+            except ValueError as e:
+                raise ValueError(f"task.coverage_penalty: {e}") from None
+
     def train_lengths(self) -> np.ndarray:
         src, tgt = self.ids["train"]
         return np.array([max(len(s), len(t) + 1) for s, t in zip(src, tgt)], dtype=np.int64)
@@ -357,13 +377,20 @@ class TranslationTask(Task):
         return nll, n_tok
 
     def _settings(self, beam: int, nbest: int = 1, **kw: Any) -> SearchSettings:
+        """Search settings: a keyword given and not None wins, else the task config's."""
         cfg = self.cfg
+
+        def pick(name: str) -> Any:
+            value = kw.get(name)
+            return getattr(cfg, name) if value is None else value
+
         return SearchSettings(
             beam=beam,
             nbest=nbest,
-            max_len_a=kw.get("max_len_a", cfg.max_len_a),
-            max_len_b=kw.get("max_len_b", cfg.max_len_b),
-            length_penalty=kw.get("length_penalty", cfg.length_penalty),
+            max_len_a=pick("max_len_a"),
+            max_len_b=pick("max_len_b"),
+            length_penalty=pick("length_penalty"),
+            coverage_penalty=pick("coverage_penalty"),
             batch_tokens=cfg.eval_max_tokens * 2,
         )
 
@@ -414,16 +441,23 @@ class TranslationTask(Task):
         sentences: list[str],
         beam: int = 5,
         nbest: int = 1,
-        max_len_a: float = 1.2,
-        max_len_b: int = 10,
-        length_penalty: float = 0.6,
+        max_len_a: float | None = None,
+        max_len_b: int | None = None,
+        length_penalty: float | None = None,
         return_attention: bool = False,
+        coverage_penalty: float | None = None,
     ) -> list[Translation]:
-        """Raw sentences → ``Translation`` records (n-best, scores, optional attention)."""
+        """Raw sentences → ``Translation`` records (n-best, scores, optional attention).
+        A search setting left None is the task config's (``TranslationConfig``)."""
         if isinstance(sentences, str):
             raise TypeError("pass a list of sentences, e.g. [text]")
         settings = self._settings(
-            beam, nbest, max_len_a=max_len_a, max_len_b=max_len_b, length_penalty=length_penalty
+            beam,
+            nbest,
+            max_len_a=max_len_a,
+            max_len_b=max_len_b,
+            length_penalty=length_penalty,
+            coverage_penalty=coverage_penalty,
         )
         src_ids = [self.src_tok.encode(s.strip()) + [EOS_ID] for s in sentences]
         was_training = model.training
@@ -452,20 +486,30 @@ class TranslationTask(Task):
         sentences: list[str],
         beam: int = 5,
         nbest: int = 1,
-        max_len_a: float = 1.2,
-        max_len_b: int = 10,
-        length_penalty: float = 0.6,
+        max_len_a: float | None = None,
+        max_len_b: int | None = None,
+        length_penalty: float | None = None,
         return_attention: bool = False,
+        coverage_penalty: float | None = None,
     ) -> list[Any]:
         """Translate raw sentences; detokenised text out, in input order.
 
         Returns one string per input; with ``nbest`` > 1 a list of ``(text, score)`` per
-        input (best first; score = log P / lp, GNMT α = ``length_penalty``); with
-        ``return_attention`` the full ``Translation`` records (attention from
-        ``model.attention_maps`` when the model has it).
+        input (best first; score = log P / lp + cp, GNMT α = ``length_penalty``, β =
+        ``coverage_penalty``; None = the task config's); with ``return_attention`` the full
+        ``Translation`` records (attention from ``model.attention_maps`` when the model
+        has it).
         """
         results = self.translate_detailed(
-            model, sentences, beam, nbest, max_len_a, max_len_b, length_penalty, return_attention
+            model,
+            sentences,
+            beam,
+            nbest,
+            max_len_a,
+            max_len_b,
+            length_penalty,
+            return_attention,
+            coverage_penalty,
         )
         if return_attention:
             return results
@@ -479,20 +523,39 @@ class TranslationTask(Task):
         src_path: str | Path,
         ref_path: str | Path,
         beam: int = 5,
-        length_penalty: float = 0.6,
-        max_len_a: float = 1.2,
-        max_len_b: int = 10,
+        length_penalty: float | None = None,
+        max_len_a: float | None = None,
+        max_len_b: int | None = None,
         plot_path: str | Path | None = None,
         hyp_path: str | Path | None = None,
+        coverage_penalty: float | None = None,
     ) -> dict[str, Any]:
         """Translate any parallel test set and score it: bleu, bleu_lc, chrf (+ signatures),
         the source-length bucket table (``buckets``, ``bucket_table``), optionally a bucket
-        PNG at ``plot_path`` and the hypotheses written to ``hyp_path``."""
+        PNG at ``plot_path`` and the hypotheses written to ``hyp_path``. Search settings
+        left None are the task config's, as in ``evaluate``."""
         pairs = read_parallel(src_path, ref_path)
         sources, refs = [s for s, _ in pairs], [r for _, r in pairs]
-        hyps = self.translate(model, sources, beam, 1, max_len_a, max_len_b, length_penalty)
+        settings = self._settings(
+            beam,
+            max_len_a=max_len_a,
+            max_len_b=max_len_b,
+            length_penalty=length_penalty,
+            coverage_penalty=coverage_penalty,
+        )
+        hyps = self.translate(
+            model,
+            sources,
+            beam,
+            1,
+            settings.max_len_a,
+            settings.max_len_b,
+            settings.length_penalty,
+            coverage_penalty=settings.coverage_penalty,
+        )
         result: dict[str, Any] = {"src": str(src_path), "ref": str(ref_path), "beam": beam}
-        result["length_penalty"] = length_penalty if beam > 1 else None
+        result["length_penalty"] = settings.length_penalty if beam > 1 else None
+        result["coverage_penalty"] = settings.coverage_penalty if beam > 1 else None
         result |= score_corpus(hyps, refs)
         buckets = bleu_by_length(sources, hyps, refs)
         result["buckets"] = [b.to_dict() for b in buckets]

@@ -17,8 +17,9 @@ Every search goes through ``seqlab.decode`` (greedy for beam 1 with one hypothes
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import torch
 from torch import Tensor, nn
@@ -35,6 +36,7 @@ __all__ = [
     "Translation",
     "attention_records",
     "batch_limits",
+    "coverage_of",
     "decode_ids",
     "length_limit",
     "plan_batches",
@@ -44,13 +46,15 @@ __all__ = [
 @dataclass(frozen=True)
 class SearchSettings:
     """How to decode: beam width K (1 with nbest 1 = greedy), n-best size, the length
-    limit ⌊a·|x| + b⌋, GNMT length penalty α, and the batch budget."""
+    limit ⌊a·|x| + b⌋, GNMT length penalty α, GNMT coverage penalty β (beam search only;
+    needs a model with ``attention_coverage``: bahdanau, luong), and the batch budget."""
 
     beam: int = 5
     nbest: int = 1
     max_len_a: float = 1.2
     max_len_b: int = 10
     length_penalty: float = 0.6
+    coverage_penalty: float = 0.0
     batch_tokens: int = 16000
 
     def __post_init__(self) -> None:
@@ -61,6 +65,10 @@ class SearchSettings:
                 f"need max_len_a, max_len_b >= 0 and a positive limit, got "
                 f"{self.max_len_a}, {self.max_len_b}"
             )
+        for name in ("length_penalty", "coverage_penalty"):
+            value = getattr(self, name)
+            if not (math.isfinite(value) and value >= 0.0):
+                raise ValueError(f"{name} must be finite and >= 0, got {value}")
         if self.batch_tokens < 1:
             raise ValueError(f"batch_tokens must be >= 1, got {self.batch_tokens}")
 
@@ -134,6 +142,22 @@ def _device(model: nn.Module) -> torch.device:
     return p.device if p is not None else torch.device("cpu")
 
 
+def coverage_of(model: nn.Module, settings: SearchSettings) -> Callable[..., Any] | None:
+    """The model's ``attention_coverage`` when beam search is to add GNMT's coverage
+    penalty (β > 0 and a beam), else None. A model without one — a single attention
+    distribution per step is what the penalty sums — is refused with what to do."""
+    if settings.coverage_penalty == 0.0 or settings.greedy:
+        return None
+    coverage = getattr(model, "attention_coverage", None)
+    if coverage is None:
+        raise ValueError(
+            f"coverage_penalty {settings.coverage_penalty} needs a model whose decoder state "
+            "keeps the attention it has paid to each source word (bahdanau, luong); "
+            f"{type(model).__name__} does not: set the coverage penalty to 0"
+        )
+    return coverage
+
+
 @torch.no_grad()
 def decode_ids(
     model: nn.Module, sources: Sequence[Sequence[int]], settings: SearchSettings
@@ -147,6 +171,7 @@ def decode_ids(
     (B, T); beam tokens (B, N, T).
     """
     device = _device(model)
+    coverage = coverage_of(model, settings)
     out: list[list[tuple[list[int], float, float]] | None] = [None] * len(sources)
     n_src = [len(s) - 1 for s in sources]  # without the source EOS
     for batch in plan_batches(n_src, settings):
@@ -173,6 +198,8 @@ def decode_ids(
                 n_best=settings.nbest,
                 alpha=settings.length_penalty,
                 pad_id=PAD_ID,
+                coverage_penalty=settings.coverage_penalty if coverage is not None else 0.0,
+                coverage=coverage,
             )
             tokens, lens = res.tokens, res.lengths  # (B, N, T), (B, N)
             scores, logps = res.scores, res.log_probs  # (B, N), (B, N)

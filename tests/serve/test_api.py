@@ -181,6 +181,15 @@ BAD = [
     ('{"text": "a", "length_penalty": -1}', 422, "length_penalty", "greater than"),
     ('{"text": "a", "length_penalty": NaN}', 422, "length_penalty", "finite number"),
     ('{"text": "a", "length_penalty": Infinity}', 422, "length_penalty", "finite number"),
+    ('{"text": "a", "coverage_penalty": -0.5}', 422, "coverage_penalty", "greater than"),
+    ('{"text": "a", "coverage_penalty": NaN}', 422, "coverage_penalty", "finite number"),
+    # the test server's model is a Transformer: no attention sums for GNMT's cp to read
+    (
+        '{"text": "a", "beam": 2, "coverage_penalty": 0.2}',
+        422,
+        "coverage_penalty",
+        "set the coverage penalty to 0",
+    ),
     ('{"text": "a", "checkpoint": "/etc/passwd"}', 422, "checkpoint", "not a field"),
     ('{"text": "a", "model_path": "runs/x"}', 422, "model_path", "not a field"),
 ]
@@ -235,7 +244,9 @@ JSON = st.recursive(
     ),
     max_leaves=6,
 )
-KEYS = st.sampled_from(["text", "beam", "nbest", "length_penalty", "attention", "path"])
+KEYS = st.sampled_from(
+    ["text", "beam", "nbest", "length_penalty", "coverage_penalty", "attention", "path"]
+)
 
 
 @settings(
