@@ -161,7 +161,7 @@ def add_search_arguments(p: argparse.ArgumentParser) -> None:
 
 def search_overrides(args: argparse.Namespace) -> dict[str, Any]:
     """The search flags given (None = the run's own), checked: each must be finite and
-    >= 0, and a·|x| + b must allow at least one token."""
+    >= 0, and --max-len-a 0 with --max-len-b 0 would allow no output at all."""
     kw = {
         name: getattr(args, name)
         for name in ("length_penalty", "coverage_penalty", "max_len_a", "max_len_b")
@@ -170,6 +170,8 @@ def search_overrides(args: argparse.Namespace) -> dict[str, Any]:
         if value is not None and not (math.isfinite(value) and value >= 0):
             flag = "--" + name.replace("_", "-")
             raise SeqlabError(f"{flag} must be finite and >= 0, got {value}")
+    if kw["max_len_a"] == 0 and kw["max_len_b"] == 0:
+        raise SeqlabError("--max-len-a 0 --max-len-b 0 allows no output: give a positive limit")
     return kw
 
 

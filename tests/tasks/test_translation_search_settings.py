@@ -136,6 +136,8 @@ def test_cli_translate_and_evaluate_default_to_the_run_settings(
     assert "--coverage-penalty must be finite and >= 0, got -1.0" in capsys.readouterr().err
     assert main(["translate", str(checkpoint), "--length-penalty", "nan", "x"]) == 2
     assert "--length-penalty must be finite and >= 0, got nan" in capsys.readouterr().err
+    assert main(["translate", str(checkpoint), "--max-len-a", "0", "--max-len-b", "0", "x"]) == 2
+    assert "allows no output" in capsys.readouterr().err
 
 
 def test_translation_config_default_is_off():
