@@ -42,7 +42,7 @@ from seqlab.errors import SeqlabError
 from seqlab.serve.batching import MicroBatcher, Overloaded
 from seqlab.serve.errors import BodyLimit, error_response, install_handlers
 from seqlab.serve.schemas import Limits, as_list, request_models
-from seqlab.tasks.translation_eval import SearchSettings, coverage_of
+from seqlab.tasks.translation_eval import coverage_of
 
 STATIC = Path(__file__).parent / "static"
 
@@ -267,7 +267,7 @@ def create_app(loaded: Any, limits: Limits | None = None) -> FastAPI:
         async def translate(body: models.Translate) -> dict[str, Any]:
             if body.coverage_penalty and body.beam > 1:
                 try:
-                    coverage_of(server.loaded.model, SearchSettings(2, 1, coverage_penalty=1.0))
+                    coverage_of(server.loaded.model, body.coverage_penalty)
                 except ValueError as exc:
                     raise ServeError(422, f"coverage_penalty: {exc}", "coverage_penalty") from None
             settings = (

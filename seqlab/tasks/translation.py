@@ -301,9 +301,7 @@ class TranslationTask(Task):
         """Refuse, before any training, a ``coverage_penalty`` the model cannot serve."""
         if self.cfg.coverage_penalty > 0.0:
             try:
-                coverage_of(
-                    model, SearchSettings(beam=2, coverage_penalty=self.cfg.coverage_penalty)
-                )
+                coverage_of(model, self.cfg.coverage_penalty)
             except ValueError as e:
                 raise ValueError(f"task.coverage_penalty: {e}") from None
 
@@ -536,22 +534,18 @@ class TranslationTask(Task):
         left None are the task config's, as in ``evaluate``."""
         pairs = read_parallel(src_path, ref_path)
         sources, refs = [s for s, _ in pairs], [r for _, r in pairs]
-        settings = self._settings(
-            beam,
-            max_len_a=max_len_a,
-            max_len_b=max_len_b,
-            length_penalty=length_penalty,
-            coverage_penalty=coverage_penalty,
-        )
         hyps = self.translate(
             model,
             sources,
             beam,
             1,
-            settings.max_len_a,
-            settings.max_len_b,
-            settings.length_penalty,
-            coverage_penalty=settings.coverage_penalty,
+            max_len_a,
+            max_len_b,
+            length_penalty,
+            coverage_penalty=coverage_penalty,
+        )
+        settings = self._settings(  # what translate used, for the record
+            beam, length_penalty=length_penalty, coverage_penalty=coverage_penalty
         )
         result: dict[str, Any] = {"src": str(src_path), "ref": str(ref_path), "beam": beam}
         result["length_penalty"] = settings.length_penalty if beam > 1 else None

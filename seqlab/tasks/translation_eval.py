@@ -142,16 +142,14 @@ def _device(model: nn.Module) -> torch.device:
     return p.device if p is not None else torch.device("cpu")
 
 
-def coverage_of(model: nn.Module, settings: SearchSettings) -> Callable[..., Any] | None:
-    """The model's ``attention_coverage`` when beam search is to add GNMT's coverage
-    penalty (β > 0 and a beam), else None. A model without one — a single attention
-    distribution per step is what the penalty sums — is refused with what to do."""
-    if settings.coverage_penalty == 0.0 or settings.greedy:
-        return None
+def coverage_of(model: nn.Module, beta: float) -> Callable[..., Any]:
+    """The model's ``attention_coverage``, which GNMT's coverage penalty β > 0 reads. A
+    model without one — a single attention distribution per step is what the penalty
+    sums — is refused with what to do."""
     coverage = getattr(model, "attention_coverage", None)
     if coverage is None:
         raise ValueError(
-            f"coverage_penalty {settings.coverage_penalty} needs a model whose decoder state "
+            f"coverage_penalty {beta} needs a model whose decoder state "
             "keeps the attention it has paid to each source word (bahdanau, luong); "
             f"{type(model).__name__} does not: set the coverage penalty to 0"
         )
@@ -171,7 +169,8 @@ def decode_ids(
     (B, T); beam tokens (B, N, T).
     """
     device = _device(model)
-    coverage = coverage_of(model, settings)
+    use_cp = settings.coverage_penalty > 0.0 and not settings.greedy
+    coverage = coverage_of(model, settings.coverage_penalty) if use_cp else None
     out: list[list[tuple[list[int], float, float]] | None] = [None] * len(sources)
     n_src = [len(s) - 1 for s in sources]  # without the source EOS
     for batch in plan_batches(n_src, settings):
@@ -198,7 +197,7 @@ def decode_ids(
                 n_best=settings.nbest,
                 alpha=settings.length_penalty,
                 pad_id=PAD_ID,
-                coverage_penalty=settings.coverage_penalty if coverage is not None else 0.0,
+                coverage_penalty=settings.coverage_penalty,
                 coverage=coverage,
             )
             tokens, lens = res.tokens, res.lengths  # (B, N, T), (B, N)

@@ -128,5 +128,8 @@ def test_translation_search_settings_carry_beta_to_the_search():
             SearchSettings(coverage_penalty=bad)
     sutskever, _ = build("sutskever")
     with pytest.raises(ValueError, match="set the coverage penalty to 0"):
-        coverage_of(sutskever, with_cp)
-    assert coverage_of(sutskever, settings) is None
+        coverage_of(sutskever, 2.0)
+    with pytest.raises(ValueError, match="set the coverage penalty to 0"):
+        decode_ids(sutskever, sources, with_cp)
+    assert decode_ids(sutskever, sources, dataclasses.replace(greedy, coverage_penalty=2.0))
+    assert coverage_of(model, 2.0) == model.attention_coverage
