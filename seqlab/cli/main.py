@@ -13,7 +13,15 @@ import sys
 from collections.abc import Sequence
 
 from seqlab import __version__
-from seqlab.cli import embed_cmds, lm_cmds, predict_cmd, serve_cmd, train_cmds, translate_cmd
+from seqlab.cli import (
+    check_cmd,
+    embed_cmds,
+    lm_cmds,
+    predict_cmd,
+    serve_cmd,
+    train_cmds,
+    translate_cmd,
+)
 from seqlab.errors import SeqlabError
 
 # Errors caused by the user's input: one line on stderr, exit code 2 (traceback: --debug).
@@ -81,6 +89,7 @@ def build_parser() -> argparse.ArgumentParser:
     compare_cmds.add_commands(sub)
     train_cmds.add_commands(sub)
     translate_cmd.add_command(sub)
+    check_cmd.add_command(sub)
     lm_cmds.add_commands(sub)
     predict_cmd.add_command(sub)
     embed_cmds.add_command(sub)

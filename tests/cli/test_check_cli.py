@@ -1,0 +1,77 @@
+"""``seqlab check``: the invariance checks on a tiny trained translation run (its valid split
+or a source file), the table and the JSON, exit status 0 when all pass, and one-line
+errors with exit code 2."""
+
+import json
+
+import pytest
+
+from seqlab.cli.main import main
+from tests.serve.runs import lm_run, translation_run
+
+pytestmark = pytest.mark.usefixtures("one_thread")  # restores torch's thread count after
+
+
+@pytest.fixture(scope="module")
+def run(tmp_path_factory):
+    return translation_run(tmp_path_factory.mktemp("check"))
+
+
+def test_table_on_the_valid_split(run, capsys):
+    assert main(["check", str(run), "--sentences", "5", "--beam", "3"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert "5 sentences of the valid split, beam 3" in out[0] and out[0].endswith("float64")
+    assert out[1].split()[:2] == ["check", "compared"]
+    rows = out[2:7]
+    assert [r.split("  ")[0] for r in rows] == [
+        "cached == full forward", "padding changes nothing", "batched == unbatched (beam 3)",
+        "beam 1 == greedy", "search log P == forward log P",
+    ]  # fmt: skip
+    assert all(" ok " in r or r.rstrip().endswith(" ok") for r in rows), rows
+    assert out[7] == "5 of 5 checks passed"
+
+
+def test_json_on_a_source_file_in_float32(run, tmp_path, capsys):
+    src = tmp_path / "src.de"
+    src.write_text("der hund läuft.\nzwei katzen und ein mann sitzen.\nein kind.\n", "utf-8")
+    argv = ["check", str(run), "--src", str(src), "--dtype", "float32", "--json"]
+    assert main(argv) == 0
+    record = json.loads(capsys.readouterr().out)
+    assert record["sentences"] == 3 and record["source"] == str(src)
+    assert record["dtype"] == "float32" and record["passed"] is True
+    assert record["beam"] == 5  # the run's task.test_beam
+    assert [c["passed"] for c in record["checks"]] == [True] * 5
+    assert all(c["tol"] == 1e-3 and c["max_diff"] < 1e-3 for c in record["checks"])
+    # the trained model ends its outputs: the search's log P includes the EOS step
+    assert "Σ_t log p" in record["checks"][4]["compared"]
+
+
+def test_a_failed_check_exits_1(run, capsys, monkeypatch):
+    from seqlab.eval import invariants
+
+    def drifting(model, sources, hyps, tol):
+        return invariants.Check("cached == full forward", "fake", 0.5, tol, 0, "sentence 0")
+
+    monkeypatch.setattr(invariants, "check_cached", drifting)
+    assert main(["check", str(run), "--sentences", "2"]) == 1
+    out = capsys.readouterr().out
+    assert "FAILED" in out and "4 of 5 checks passed" in out
+
+
+def test_errors_are_one_line_with_exit_code_2(run, tmp_path, capsys):
+    (tmp_path / "lm").mkdir()
+    lm = lm_run(tmp_path / "lm")
+    empty = tmp_path / "empty.de"
+    empty.write_text("der hund.\n\nein kind.\n", "utf-8")
+    cases = [
+        (["check", str(run), "--split", "test"], "has no 'test' split"),
+        (["check", str(run), "--sentences", "0"], "--sentences must be >= 1"),
+        (["check", str(run), "--beam", "0"], "--beam must be >= 1"),
+        (["check", str(lm)], "runs on translation runs"),
+        (["check", str(run), "--src", str(empty)], "empty.de:2: empty line"),
+    ]
+    for argv, expected in cases:
+        assert main(argv) == 2, argv
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and err[0].startswith("seqlab: error: "), (argv, err)
+        assert expected in err[0], (argv, err)
