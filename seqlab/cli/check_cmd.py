@@ -1,8 +1,9 @@
 """``seqlab check``: the invariance checks of ``seqlab.eval.invariants`` on a trained
-translation run, on its own data or on any source file.
+translation run (on its own data or on any source file) and of
+``seqlab.eval.lm_invariants`` on a language-model run.
 
     seqlab check RUN_OR_CHECKPOINT [--split valid] [--src FILE] [--sentences 32]
-                 [--beam K] [--dtype float64|float32] [--json]
+                 [--beam K] [--length 64] [--dtype float64|float32] [--json]
 
 Prints one row per check (what was compared, the largest difference, the tolerance,
 ok / FAILED, and where the largest difference is); with ``--json``, one JSON object.
@@ -55,11 +56,53 @@ def format_table(checks: list[Any]) -> str:
     )
 
 
+def _translation(loaded: Any, args: argparse.Namespace, dtype: Any) -> tuple[list, dict, str]:
+    """The translation checks; the JSON fields and the header line that describe them."""
+    from seqlab.eval.invariants import run_checks
+
+    if args.length is not None:
+        raise SeqlabError("--length is for language models; a translation run checks sentences")
+    sources, origin = _sources(loaded, args)
+    beam = args.beam if args.beam is not None else loaded.task.cfg.test_beam
+    s = loaded.task._settings(beam)
+    info = {"sentences": len(sources), "source": origin, "beam": s.beam,
+            "length_penalty": s.length_penalty, "coverage_penalty": s.coverage_penalty}  # fmt: skip
+    head = (f"{len(sources)} sentences of the {origin}, beam {s.beam} "
+            f"(α {s.length_penalty:g}, β {s.coverage_penalty:g})")  # fmt: skip
+    return run_checks(loaded.model, sources, s, dtype=dtype), info, head
+
+
+def _lm(loaded: Any, args: argparse.Namespace, dtype: Any) -> tuple[list, dict, str]:
+    """The language-model checks on ``--sentences`` rows of ``--length`` tokens."""
+    from seqlab.eval.lm_invariants import lm_rows, run_lm_checks
+
+    if args.src or args.beam is not None:
+        flag = "--src" if args.src else "--beam"
+        raise SeqlabError(f"{flag} is for translation runs; a language model reads --split rows")
+    context = getattr(getattr(loaded.model, "cfg", None), "context", None)
+    length = args.length if args.length is not None else min(64, context or 64)
+    if length < 2:
+        raise SeqlabError(
+            f"--length must be >= 2 (a state is carried between halves), got {length}"
+        )
+    if context is not None and length > context:  # step() would slide a window past it
+        raise SeqlabError(
+            f"--length {length} exceeds the model's context of {context} tokens "
+            f"(model.context): give --length {context} or less"
+        )
+    try:
+        x = lm_rows(loaded.task.ids(args.split), args.sentences, length)
+    except ValueError as e:
+        raise SeqlabError(f"{args.split} split: {e}") from None
+    info = {"rows": x.size(0), "length": length, "source": f"{args.split} split"}
+    head = f"{x.size(0)} rows of {length} tokens of the {args.split} split"
+    return run_lm_checks(loaded.model, x, dtype=dtype), info, head
+
+
 def _cmd_check(args: argparse.Namespace) -> int:
     import torch
 
     from seqlab import api
-    from seqlab.eval.invariants import run_checks
 
     if args.sentences < 1:
         raise SeqlabError(f"--sentences must be >= 1, got {args.sentences}")
@@ -67,30 +110,23 @@ def _cmd_check(args: argparse.Namespace) -> int:
         raise SeqlabError(f"--beam must be >= 1, got {args.beam}")
     data_dir = Path(args.data_dir) if args.data_dir else None
     loaded = api.load(args.path, data_dir=data_dir, device=args.device)
-    if loaded.config.task != "translation":
+    kinds = {"translation": _translation, "lm": _lm}
+    if loaded.config.task not in kinds:
         raise SeqlabError(
-            f"{loaded.checkpoint}: seqlab check runs on translation runs (task: translation); "
-            f"this run's task is '{loaded.config.task}'"
+            f"{loaded.checkpoint}: seqlab check runs on translation and language-model runs "
+            f"(task: translation or lm); this run's task is '{loaded.config.task}'"
         )
-    sources, origin = _sources(loaded, args)
-    cfg = loaded.task.cfg
-    settings = loaded.task._settings(args.beam if args.beam is not None else cfg.test_beam)
-    checks = run_checks(loaded.model, sources, settings, dtype=getattr(torch, args.dtype))
+    checks, info, head = kinds[loaded.config.task](loaded, args, getattr(torch, args.dtype))
     failed = sum(not c.passed for c in checks)
     if args.json:
-        print(json.dumps({
-            "checkpoint": str(loaded.checkpoint), "step": loaded.step,
-            "model": loaded.config.model, "sentences": len(sources), "source": origin,
-            "beam": settings.beam, "length_penalty": settings.length_penalty,
-            "coverage_penalty": settings.coverage_penalty, "dtype": args.dtype,
-            "checks": [c.record() for c in checks], "passed": failed == 0,
-        }, ensure_ascii=False))  # fmt: skip
+        record = {"checkpoint": str(loaded.checkpoint), "step": loaded.step,
+                  "model": loaded.config.model, "task": loaded.config.task, **info,
+                  "dtype": args.dtype, "checks": [c.record() for c in checks],
+                  "passed": failed == 0}  # fmt: skip
+        print(json.dumps(record, ensure_ascii=False))
     else:
-        print(
-            f"{loaded.checkpoint} (step {loaded.step}, {loaded.config.model}): "
-            f"{len(sources)} sentences of the {origin}, beam {settings.beam} "
-            f"(α {settings.length_penalty:g}, β {settings.coverage_penalty:g}), {args.dtype}"
-        )
+        print(f"{loaded.checkpoint} (step {loaded.step}, {loaded.config.model}): {head}, "
+              f"{args.dtype}")  # fmt: skip
         print(format_table(checks))
         print(f"{len(checks) - failed} of {len(checks)} checks passed")
     return 1 if failed else 0
@@ -99,12 +135,13 @@ def _cmd_check(args: argparse.Namespace) -> int:
 def add_command(sub: argparse._SubParsersAction) -> None:
     """Register ``check`` on the top-level parser's subcommands."""
     p = sub.add_parser(
-        "check", help="cached == full, padding, batched == unbatched, beam 1 == greedy"
+        "check", help="decoding invariants of a translation or LM checkpoint (cached == full …)"
     )
     p.add_argument("path", metavar="RUN_OR_CHECKPOINT")
     p.add_argument("--split", default="valid", help="the run's split to take sentences from")
     p.add_argument("--src", help="a source file, one sentence per line (instead of --split)")
-    p.add_argument("--sentences", type=int, default=32, help="how many (the first N)")
+    p.add_argument("--sentences", type=int, default=32, help="how many (the first N; LM: rows)")
+    p.add_argument("--length", type=int, help="LM: tokens per row (default 64, ≤ its context)")
     p.add_argument("--beam", type=int, help="beam width K (default: the run's task.test_beam)")
     p.add_argument("--dtype", choices=DTYPES, default="float64", help="precision of the checks")
     p.add_argument("--json", action="store_true", help="one JSON object instead of the table")

@@ -7,7 +7,7 @@ import json
 import pytest
 
 from seqlab.cli.main import main
-from tests.serve.runs import lm_run, translation_run
+from tests.serve.runs import classify_run, lm_run, translation_run
 
 pytestmark = pytest.mark.usefixtures("one_thread")  # restores torch's thread count after
 
@@ -58,16 +58,39 @@ def test_a_failed_check_exits_1(run, capsys, monkeypatch):
     assert "FAILED" in out and "4 of 5 checks passed" in out
 
 
-def test_errors_are_one_line_with_exit_code_2(run, tmp_path, capsys):
-    (tmp_path / "lm").mkdir()
-    lm = lm_run(tmp_path / "lm")
+@pytest.fixture(scope="module")
+def lm(tmp_path_factory):
+    return lm_run(tmp_path_factory.mktemp("check_lm"))
+
+
+def test_a_language_model_run(lm, capsys):
+    assert main(["check", str(lm), "--sentences", "3", "--length", "12"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert "3 rows of 12 tokens of the valid split" in out[0]
+    assert [r.split("  ")[0] for r in out[2:6]] == [
+        "cached == full forward", "carried state == one pass", "batched == unbatched",
+        "fused == readable",
+    ]  # fmt: skip
+    assert out[6] == "4 of 4 checks passed"
+    assert main(["check", str(lm), "--json", "--dtype", "float32"]) == 0
+    record = json.loads(capsys.readouterr().out)
+    assert record["task"] == "lm" and record["length"] == 64 and record["passed"] is True
+
+
+def test_errors_are_one_line_with_exit_code_2(run, lm, tmp_path, capsys):
+    (tmp_path / "cls").mkdir()
+    cls = classify_run(tmp_path / "cls")
     empty = tmp_path / "empty.de"
     empty.write_text("der hund.\n\nein kind.\n", "utf-8")
     cases = [
         (["check", str(run), "--split", "test"], "has no 'test' split"),
         (["check", str(run), "--sentences", "0"], "--sentences must be >= 1"),
         (["check", str(run), "--beam", "0"], "--beam must be >= 1"),
-        (["check", str(lm)], "runs on translation runs"),
+        (["check", str(cls)], "runs on translation and language-model runs"),
+        (["check", str(run), "--length", "8"], "--length is for language models"),
+        (["check", str(lm), "--beam", "3"], "--beam is for translation runs"),
+        (["check", str(lm), "--length", "1"], "--length must be >= 2"),
+        (["check", str(lm), "--length", "100000"], "fewer than one row of 100000"),
         (["check", str(run), "--src", str(empty)], "empty.de:2: empty line"),
     ]
     for argv, expected in cases:
