@@ -13,6 +13,7 @@ Exit status 0 when every check passes, 1 when any fails (usable in CI).
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 from pathlib import Path
 from typing import Any
@@ -72,6 +73,38 @@ def _translation(loaded: Any, args: argparse.Namespace, dtype: Any) -> tuple[lis
     return run_checks(loaded.model, sources, s, dtype=dtype), info, head
 
 
+def _copy(loaded: Any, args: argparse.Namespace, dtype: Any) -> tuple[list, dict, str]:
+    """The translation checks for a pointer-generator (``seqlab.eval.copy_invariants``)."""
+    from seqlab.data.readers import read_lines
+    from seqlab.eval.copy_invariants import CopySources
+    from seqlab.eval.invariants import run_checks
+
+    if args.length is not None:
+        raise SeqlabError("--length is for language models; a translation run checks sentences")
+    task, cfg = loaded.task, loaded.task.cfg
+    if args.src:
+        examples = task._examples_of(read_lines(args.src)[: args.sentences])
+        origin = str(args.src)
+    else:
+        if args.split not in task.examples:
+            raise SeqlabError(
+                f"{loaded.checkpoint}: the run has no '{args.split}' split (it has "
+                f"{', '.join(task.examples)}); give --split one of them or --src FILE"
+            )
+        examples, origin = task.examples[args.split][: args.sentences], f"{args.split} split"
+    beam = args.beam if args.beam is not None else cfg.test_beam
+    s = dataclasses.replace(task._settings(beam), coverage_penalty=cfg.coverage_penalty)
+    rule = "unk_to_copy" if cfg.unk_to_copy else "block_unk" if cfg.block_unk else "none"
+    sources = CopySources(examples, len(task.tgt_vocab), cfg.block_unk, cfg.unk_to_copy,
+                          cfg.coverage_penalty)  # fmt: skip
+    info = {"sentences": len(examples), "source": origin, "beam": s.beam,
+            "length_penalty": s.length_penalty, "coverage_penalty": s.coverage_penalty,
+            "unk_rule": rule}  # fmt: skip
+    head = (f"{len(examples)} sentences of the {origin}, beam {s.beam} "
+            f"(α {s.length_penalty:g}, β {s.coverage_penalty:g}, <unk>: {rule})")  # fmt: skip
+    return run_checks(loaded.model, sources, s, dtype=dtype), info, head
+
+
 def _lm(loaded: Any, args: argparse.Namespace, dtype: Any) -> tuple[list, dict, str]:
     """The language-model checks on ``--sentences`` rows of ``--length`` tokens."""
     from seqlab.eval.lm_invariants import lm_rows, run_lm_checks
@@ -110,11 +143,12 @@ def _cmd_check(args: argparse.Namespace) -> int:
         raise SeqlabError(f"--beam must be >= 1, got {args.beam}")
     data_dir = Path(args.data_dir) if args.data_dir else None
     loaded = api.load(args.path, data_dir=data_dir, device=args.device)
-    kinds = {"translation": _translation, "lm": _lm}
+    kinds = {"translation": _translation, "copy_translation": _copy, "lm": _lm}
     if loaded.config.task not in kinds:
         raise SeqlabError(
             f"{loaded.checkpoint}: seqlab check runs on translation and language-model runs "
-            f"(task: translation or lm); this run's task is '{loaded.config.task}'"
+            f"(task: translation, copy_translation or lm); this run's task is "
+            f"'{loaded.config.task}'"
         )
     checks, info, head = kinds[loaded.config.task](loaded, args, getattr(torch, args.dtype))
     failed = sum(not c.passed for c in checks)

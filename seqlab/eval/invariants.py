@@ -45,7 +45,7 @@ from seqlab.decode.greedy import greedy
 from seqlab.nn.masks import padding_mask
 from seqlab.tasks.translation_eval import SearchSettings, batch_limits, coverage_of
 
-__all__ = ["TOLERANCE", "Check", "run_checks"]
+__all__ = ["TOLERANCE", "Check", "Sources", "run_checks"]
 
 TOLERANCE = {torch.float64: 1e-8, torch.float32: 1e-3}
 
@@ -83,30 +83,96 @@ class _Output:
     scores: list[float]
 
 
-def _encode(model: nn.Module, sources: Srcs) -> tuple[Any, Tensor]:
-    """Pad the sources, encode, build the decoder state.  src (B, S), src_mask (B, S)."""
-    device = next(model.parameters()).device
-    src, lengths = pad_batch(list(sources), PAD_ID)  # (B, S), (B,)
-    src, src_mask = src.to(device), padding_mask(lengths).to(device)  # (B, S), (B, S)
-    return model.init_state(model.encode(src, src_mask), src_mask), src_mask
+@dataclass
+class _Forward:
+    """Teacher-forced log p at every target position of a batch, and where its rows end.
+
+    Shapes: log_p (B, T, V') float64; y_in, y_out (B, T) long; lengths (B,) = m_b + 1
+    """
+
+    log_p: Tensor
+    y_in: Tensor
+    y_out: Tensor
+    lengths: list[int]
+    src_len: int
+
+
+class Sources:
+    """The sentences the checks run on, for a model with the plain translation contract
+    (``encode(src, src_mask)``, ``forward(src, src_mask, y_in, tgt_mask)`` -> logits):
+    source id sequences ending in EOS. A model with more inputs (the pointer-generator's
+    extended vocabulary) subclasses it (``seqlab.eval.copy_invariants``)."""
+
+    def __init__(self, items: Sequence[Any], coverage_penalty: float = 0.0) -> None:
+        self.items = list(items)
+        self.coverage_penalty = coverage_penalty
+
+    def __len__(self) -> int:
+        return len(self.items)
+
+    def one(self, i: int) -> Sources:
+        """Sentence i alone."""
+        other = copy.copy(self)
+        other.items = [self.items[i]]
+        return other
+
+    def src_ids(self, item: Any) -> Ids:
+        return item
+
+    def encode(self, model: nn.Module) -> tuple[Any, Tensor]:
+        """Pad, encode, build the decoder state.  src (B, S), src_mask (B, S)."""
+        device = next(model.parameters()).device
+        src, lengths = pad_batch([self.src_ids(e) for e in self.items], PAD_ID)  # (B, S), (B,)
+        src, src_mask = src.to(device), padding_mask(lengths).to(device)  # (B, S), (B, S)
+        return model.init_state(model.encode(src, src_mask), src_mask), src_mask
+
+    def forward(self, model: nn.Module, targets: Srcs) -> _Forward:
+        """Teacher-forced log p over V at every target position (targets without EOS)."""
+        device = next(model.parameters()).device
+        pairs = list(zip(self.items, targets))
+        b = collate_seq2seq(pairs, bos=BOS_ID, eos=EOS_ID, pad=PAD_ID)
+        src, src_mask = b.src.to(device), b.src_mask.to(device)  # (B, S)
+        y_in, tgt_mask = b.y_in.to(device), b.tgt_mask.to(device)  # (B, T)
+        logits = model(src, src_mask, y_in, tgt_mask)  # (B, T, V)
+        log_p = torch.log_softmax(logits.double(), dim=-1)  # (B, T, V)
+        return _Forward(log_p, b.y_in, b.y_out, b.tgt_lengths.tolist(), b.src.size(1))
+
+    def width(self, i: int) -> int | None:
+        """How many output columns of sentence i mean the same alone and in a batch (None:
+        all; the extended vocabulary grows with the batch's source OOVs)."""
+        return None
+
+    def decoder(self, model: nn.Module) -> Any:
+        """What the searches call ``step`` on (a decode-time wrapper, or the model)."""
+        return model
+
+    def search_log_p(self, log_p: Tensor) -> Tensor:
+        """The distribution the search decodes from, given the model's.  (..., V')."""
+        return log_p
+
+    def coverage(self, model: nn.Module) -> Any:
+        beta = self.coverage_penalty
+        return coverage_of(model, beta) if beta > 0 else None
 
 
 def _search(
-    model: nn.Module, sources: Srcs, settings: SearchSettings, use_greedy: bool = False
+    model: nn.Module, sources: Sources, settings: SearchSettings, use_greedy: bool = False
 ) -> _Output:
     """Greedy, or beam search with ``settings``, over ``sources`` as one batch."""
-    state, src_mask = _encode(model, sources)
+    state, src_mask = sources.encode(model)
     B = len(sources)
-    limit = batch_limits([len(s) - 1 for s in sources], settings).to(src_mask.device)  # (B,)
+    n_src = [len(sources.src_ids(e)) - 1 for e in sources.items]
+    limit = batch_limits(n_src, settings).to(src_mask.device)  # (B,)
+    dec = sources.decoder(model)
     if use_greedy:
-        r = greedy(model, state, B, BOS_ID, EOS_ID, max_len=limit, pad_id=PAD_ID)
+        r = greedy(dec, state, B, BOS_ID, EOS_ID, max_len=limit, pad_id=PAD_ID)
         tokens, lengths, logp, score = r.tokens, r.lengths, r.log_probs, r.scores  # (B, T), (B,)
     else:
         cov = settings.coverage_penalty
         r = beam_search(
-            model, state, B, BOS_ID, EOS_ID, max_len=limit, beam_size=settings.beam,
+            dec, state, B, BOS_ID, EOS_ID, max_len=limit, beam_size=settings.beam,
             alpha=settings.length_penalty, pad_id=PAD_ID, coverage_penalty=cov,
-            coverage=coverage_of(model, cov) if cov > 0 else None,
+            coverage=sources.coverage(model) if cov > 0 else None,
         )  # fmt: skip
         tokens, lengths = r.tokens[:, 0], r.lengths[:, 0]  # (B, T), (B,)
         logp, score = r.log_probs[:, 0], r.scores[:, 0]  # (B,), (B,)
@@ -119,25 +185,15 @@ def _targets(hyps: Srcs) -> list[list[int]]:
     return [list(h[:-1]) if h and h[-1] == EOS_ID else list(h) for h in hyps]
 
 
-def _forward_log_probs(model: nn.Module, sources: Srcs, targets: Srcs) -> tuple[Tensor, Any]:
-    """Teacher-forced log p over V at every target position.  -> (B, T, V), the batch."""
-    device = next(model.parameters()).device
-    b = collate_seq2seq(list(zip(sources, targets)), bos=BOS_ID, eos=EOS_ID, pad=PAD_ID)
-    src, src_mask = b.src.to(device), b.src_mask.to(device)  # (B, S)
-    y_in, tgt_mask = b.y_in.to(device), b.tgt_mask.to(device)  # (B, T)
-    logits = model(src, src_mask, y_in, tgt_mask)  # (B, T, V)
-    return torch.log_softmax(logits.double(), dim=-1), b  # (B, T, V)
-
-
-def _cached_log_probs(model: nn.Module, sources: Srcs, y_in: Tensor) -> Tensor:
-    """The same through ``step``, one position at a time.  y_in (B, T) -> (B, T, V)."""
-    state, src_mask = _encode(model, sources)
+def _cached_log_probs(model: nn.Module, sources: Sources, y_in: Tensor) -> Tensor:
+    """The model's log p through ``step``, one position at a time.  y_in (B, T) -> (B, T, V')."""
+    state, src_mask = sources.encode(model)
     y_in = y_in.to(src_mask.device)
     out = []
     for t in range(y_in.size(1)):
-        logits, state = model.step(y_in[:, t], state)  # (B, V)
+        logits, state = model.step(y_in[:, t], state)  # (B, V')
         out.append(torch.log_softmax(logits.double(), dim=-1))
-    return torch.stack(out, dim=1)  # (B, T, V)
+    return torch.stack(out, dim=1)  # (B, T, V')
 
 
 def _largest(diffs: Sequence[tuple[float, str]]) -> tuple[float, str]:
@@ -151,34 +207,34 @@ def _largest(diffs: Sequence[tuple[float, str]]) -> tuple[float, str]:
     return worst, where
 
 
-def check_cached(model: nn.Module, sources: Srcs, hyps: Srcs, tol: float) -> Check:
+def check_cached(model: nn.Module, sources: Sources, hyps: Srcs, tol: float) -> Check:
     """1. ``step`` one position at a time == ``forward`` over the whole target, on the
     hypotheses ``hyps`` (EOS included), the sources in one padded batch for both."""
-    full, b = _forward_log_probs(model, sources, _targets(hyps))  # (B, T, V)
-    step = _cached_log_probs(model, sources, b.y_in)  # (B, T, V)
+    full = sources.forward(model, _targets(hyps))  # (B, T, V')
+    step = _cached_log_probs(model, sources, full.y_in)  # (B, T, V')
     diffs = []
-    for i, n in enumerate(b.tgt_lengths.tolist()):
-        d = (full[i, :n] - step[i, :n]).abs().amax(dim=-1)  # (n,)
+    for i, n in enumerate(full.lengths):
+        d = (full.log_p[i, :n] - step[i, :n]).abs().amax(dim=-1)  # (n,)
         t = int(d.argmax())
         diffs.append((float(d[t]), f"sentence {i}, target position {t + 1}"))
     worst, where = _largest(diffs)
-    n_pos = int(b.tgt_lengths.sum())
-    return Check("cached == full forward", f"log p over V at {n_pos} target positions", worst, tol,
-                 worst=where)  # fmt: skip
+    compared = f"log p over V at {sum(full.lengths)} target positions"
+    return Check("cached == full forward", compared, worst, tol, worst=where)
 
 
-def check_padding(model: nn.Module, sources: Srcs, hyps: Srcs, tol: float) -> Check:
+def check_padding(model: nn.Module, sources: Sources, hyps: Srcs, tol: float) -> Check:
     """2. Teacher-forced log p of each (source, hypothesis) alone == inside the batch."""
     targets = _targets(hyps)
-    batched, b = _forward_log_probs(model, sources, targets)  # (B, T, V)
+    batched = sources.forward(model, targets)  # (B, T, V')
     diffs = []
-    for i, n in enumerate(b.tgt_lengths.tolist()):
-        alone, _ = _forward_log_probs(model, [sources[i]], [targets[i]])  # (1, n, V)
-        d = (batched[i, :n] - alone[0]).abs().amax(dim=-1)  # (n,)
+    for i, n in enumerate(batched.lengths):
+        alone = sources.one(i).forward(model, [targets[i]]).log_p[0]  # (n, V'_i)
+        w = sources.width(i)
+        d = (batched.log_p[i, :n, :w] - alone[:, :w]).abs().amax(dim=-1)  # (n,)
         t = int(d.argmax())
         diffs.append((float(d[t]), f"sentence {i}, target position {t + 1}"))
     worst, where = _largest(diffs)
-    S, T = b.src.size(1), b.y_in.size(1)
+    S, T = batched.src_len, batched.y_in.size(1)
     compared = f"log p over V, {len(sources)} sentences alone vs padded to S={S}, T={T}"
     return Check("padding changes nothing", compared, worst, tol, worst=where)
 
@@ -197,11 +253,11 @@ def _compare(name: str, compared: str, a: _Output, b: _Output, field: str, tol: 
 
 
 def check_batched(
-    model: nn.Module, sources: Srcs, settings: SearchSettings, batched: _Output, tol: float
+    model: nn.Module, sources: Sources, settings: SearchSettings, batched: _Output, tol: float
 ) -> Check:
     """3. Beam search over each source alone == its row of ``batched`` (the same search
     over all sources at once): tokens equal, scores within ``tol``."""
-    alone = [_search(model, [s], settings) for s in sources]
+    alone = [_search(model, sources.one(i), settings) for i in range(len(sources))]
     single = _Output(*([o.tokens[0] for o in alone], [o.log_probs[0] for o in alone],
                        [o.scores[0] for o in alone]))  # fmt: skip
     return _compare(f"batched == unbatched (beam {settings.beam})",
@@ -209,7 +265,9 @@ def check_batched(
                     batched, single, "scores", tol)  # fmt: skip
 
 
-def check_beam_one(model: nn.Module, sources: Srcs, settings: SearchSettings, tol: float) -> Check:
+def check_beam_one(
+    model: nn.Module, sources: Sources, settings: SearchSettings, tol: float
+) -> Check:
     """4. Beam search with K = 1 == greedy (α = β = 0; ``settings``' length limits)."""
     one = SearchSettings(beam=1, max_len_a=settings.max_len_a, max_len_b=settings.max_len_b,
                          length_penalty=0.0, coverage_penalty=0.0)  # fmt: skip
@@ -219,10 +277,12 @@ def check_beam_one(model: nn.Module, sources: Srcs, settings: SearchSettings, to
                     beam, plain, "log_probs", tol)  # fmt: skip
 
 
-def check_search_log_prob(model: nn.Module, sources: Srcs, out: _Output, tol: float) -> Check:
-    """5. The log P(Y) beam search reported == Σ_t log p(y_t | y_<t, x) from ``forward``."""
-    full, b = _forward_log_probs(model, sources, _targets(out.tokens))  # (B, T, V)
-    picked = full.gather(2, b.y_out.to(full.device)[..., None])[..., 0]  # (B, T)
+def check_search_log_prob(model: nn.Module, sources: Sources, out: _Output, tol: float) -> Check:
+    """5. The log P(Y) beam search reported == Σ_t log p(y_t | y_<t, x) from ``forward``
+    (through the decode-time rule the search uses, ``Sources.search_log_p``)."""
+    full = sources.forward(model, _targets(out.tokens))  # (B, T, V')
+    log_p = sources.search_log_p(full.log_p)  # (B, T, V')
+    picked = log_p.gather(2, full.y_out.to(log_p.device)[..., None])[..., 0]  # (B, T)
     diffs = []
     for i, hyp in enumerate(out.tokens):
         n = len(hyp)  # |Y|: EOS counted when the search emitted it
@@ -236,13 +296,15 @@ def check_search_log_prob(model: nn.Module, sources: Srcs, out: _Output, tol: fl
 @torch.no_grad()
 def run_checks(
     model: nn.Module,
-    sources: Srcs,
+    sources: Sources | Srcs,
     settings: SearchSettings,
     dtype: torch.dtype = torch.float64,
 ) -> list[Check]:
-    """The five checks on ``sources`` (id sequences ending in EOS), the model copied to
-    ``dtype`` and put in eval mode (the caller's model is not changed)."""
-    if not sources:
+    """The five checks on ``sources`` (a ``Sources``, or id sequences ending in EOS), the
+    model copied to ``dtype`` and put in eval mode (the caller's model is not changed)."""
+    if not isinstance(sources, Sources):
+        sources = Sources(sources, settings.coverage_penalty)
+    if not len(sources):
         raise ValueError("run_checks needs at least one source sentence")
     if dtype not in TOLERANCE:
         raise ValueError(f"dtype must be torch.float64 or torch.float32, got {dtype}")

@@ -6,8 +6,10 @@ import json
 
 import pytest
 
+from seqlab import api
 from seqlab.cli.main import main
 from tests.serve.runs import classify_run, lm_run, translation_run
+from tests.tasks.test_copy_translation import _pairs, _write, run_config
 
 pytestmark = pytest.mark.usefixtures("one_thread")  # restores torch's thread count after
 
@@ -75,6 +77,21 @@ def test_a_language_model_run(lm, capsys):
     assert main(["check", str(lm), "--json", "--dtype", "float32"]) == 0
     record = json.loads(capsys.readouterr().out)
     assert record["task"] == "lm" and record["length"] == 64 and record["passed"] is True
+
+
+def test_a_pointer_generator_run_with_its_unk_rule(tmp_path, capsys):
+    files = {}
+    for split, n, seed in (("train", 400, 0), ("valid", 30, 1), ("test", 30, 2)):
+        files |= _write(tmp_path, split, _pairs(n, seed))
+    cfg = run_config(files, 30, unk_to_copy=True, coverage_penalty=0.3)
+    api.train(cfg, run_dir=tmp_path / "run", quiet=True)
+    assert main(["check", str(tmp_path / "run"), "--sentences", "4", "--json"]) == 0
+    record = json.loads(capsys.readouterr().out)
+    assert record["task"] == "copy_translation" and record["unk_rule"] == "unk_to_copy"
+    assert record["beam"] == 2 and record["coverage_penalty"] == 0.3  # the run's settings
+    assert [c["passed"] for c in record["checks"]] == [True] * 5
+    assert main(["check", str(tmp_path / "run"), "--split", "nope"]) == 2
+    assert "has no 'nope' split" in capsys.readouterr().err
 
 
 def test_errors_are_one_line_with_exit_code_2(run, lm, tmp_path, capsys):
