@@ -23,23 +23,11 @@ from seqlab.errors import SeqlabError
 DTYPES = ("float64", "float32")
 
 
-def _sources(loaded: Any, args: argparse.Namespace) -> tuple[list[list[int]], str]:
-    """The first ``--sentences`` source id sequences (EOS appended) and where they came from."""
-    from seqlab.data.readers import read_lines
-    from seqlab.data.vocab import EOS_ID
-
-    task = loaded.task
-    if args.src:
-        lines = read_lines(args.src)[: args.sentences]
-        return [task.src_tok.encode(s.strip()) + [EOS_ID] for s in lines], str(args.src)
-    names = task._split_names()
-    if args.split not in names:
-        raise SeqlabError(
-            f"{loaded.checkpoint}: the run has no '{args.split}' split (it has "
-            f"{', '.join(names)}); give --split one of them or --src FILE"
-        )
-    src_ids = task.ids[args.split][0][: args.sentences]
-    return [list(s) for s in src_ids], f"{args.split} split"
+def _no_split(loaded: Any, split: str, names: Any) -> SeqlabError:
+    return SeqlabError(
+        f"{loaded.checkpoint}: the run has no '{split}' split (it has {', '.join(names)}); "
+        "give --split one of them or --src FILE"
+    )
 
 
 def format_table(checks: list[Any]) -> str:
@@ -57,52 +45,59 @@ def format_table(checks: list[Any]) -> str:
     )
 
 
-def _translation(loaded: Any, args: argparse.Namespace, dtype: Any) -> tuple[list, dict, str]:
-    """The translation checks; the JSON fields and the header line that describe them."""
+def _search_checks(
+    loaded: Any, dtype: Any, sources: Any, n: int, origin: str, s: Any, rule: str | None = None
+) -> tuple[list, dict, str]:
+    """The five translation checks; the JSON fields and the header line that describe them."""
     from seqlab.eval.invariants import run_checks
 
-    if args.length is not None:
-        raise SeqlabError("--length is for language models; a translation run checks sentences")
-    sources, origin = _sources(loaded, args)
-    beam = args.beam if args.beam is not None else loaded.task.cfg.test_beam
-    s = loaded.task._settings(beam)
-    info = {"sentences": len(sources), "source": origin, "beam": s.beam,
+    info = {"sentences": n, "source": origin, "beam": s.beam,
             "length_penalty": s.length_penalty, "coverage_penalty": s.coverage_penalty}  # fmt: skip
-    head = (f"{len(sources)} sentences of the {origin}, beam {s.beam} "
-            f"(α {s.length_penalty:g}, β {s.coverage_penalty:g})")  # fmt: skip
-    return run_checks(loaded.model, sources, s, dtype=dtype), info, head
+    head = f"{n} sentences of the {origin}, beam {s.beam} (α {s.length_penalty:g}"
+    head += f", β {s.coverage_penalty:g}"
+    if rule is not None:
+        info["unk_rule"], head = rule, f"{head}, <unk>: {rule}"
+    return run_checks(loaded.model, sources, s, dtype=dtype), info, head + ")"
+
+
+def _translation(loaded: Any, args: argparse.Namespace, dtype: Any) -> tuple[list, dict, str]:
+    """A translation run: source ids of the split or of ``--src`` (EOS appended)."""
+    from seqlab.data.readers import read_lines
+    from seqlab.data.vocab import EOS_ID
+
+    task = loaded.task
+    if args.src:
+        lines = read_lines(args.src)[: args.sentences]
+        sources = [task.src_tok.encode(x.strip()) + [EOS_ID] for x in lines]
+        origin = str(args.src)
+    else:
+        if args.split not in task._split_names():
+            raise _no_split(loaded, args.split, task._split_names())
+        sources = [list(x) for x in task.ids[args.split][0][: args.sentences]]
+        origin = f"{args.split} split"
+    s = task._settings(args.beam if args.beam is not None else task.cfg.test_beam)
+    return _search_checks(loaded, dtype, sources, len(sources), origin, s)
 
 
 def _copy(loaded: Any, args: argparse.Namespace, dtype: Any) -> tuple[list, dict, str]:
-    """The translation checks for a pointer-generator (``seqlab.eval.copy_invariants``)."""
+    """A pointer-generator run (``seqlab.eval.copy_invariants``), with its ``<unk>`` rule."""
     from seqlab.data.readers import read_lines
     from seqlab.eval.copy_invariants import CopySources
-    from seqlab.eval.invariants import run_checks
 
-    if args.length is not None:
-        raise SeqlabError("--length is for language models; a translation run checks sentences")
     task, cfg = loaded.task, loaded.task.cfg
     if args.src:
         examples = task._examples_of(read_lines(args.src)[: args.sentences])
         origin = str(args.src)
     else:
         if args.split not in task.examples:
-            raise SeqlabError(
-                f"{loaded.checkpoint}: the run has no '{args.split}' split (it has "
-                f"{', '.join(task.examples)}); give --split one of them or --src FILE"
-            )
+            raise _no_split(loaded, args.split, task.examples)
         examples, origin = task.examples[args.split][: args.sentences], f"{args.split} split"
     beam = args.beam if args.beam is not None else cfg.test_beam
     s = dataclasses.replace(task._settings(beam), coverage_penalty=cfg.coverage_penalty)
     rule = "unk_to_copy" if cfg.unk_to_copy else "block_unk" if cfg.block_unk else "none"
     sources = CopySources(examples, len(task.tgt_vocab), cfg.block_unk, cfg.unk_to_copy,
                           cfg.coverage_penalty)  # fmt: skip
-    info = {"sentences": len(examples), "source": origin, "beam": s.beam,
-            "length_penalty": s.length_penalty, "coverage_penalty": s.coverage_penalty,
-            "unk_rule": rule}  # fmt: skip
-    head = (f"{len(examples)} sentences of the {origin}, beam {s.beam} "
-            f"(α {s.length_penalty:g}, β {s.coverage_penalty:g}, <unk>: {rule})")  # fmt: skip
-    return run_checks(loaded.model, sources, s, dtype=dtype), info, head
+    return _search_checks(loaded, dtype, sources, len(examples), origin, s, rule)
 
 
 def _lm(loaded: Any, args: argparse.Namespace, dtype: Any) -> tuple[list, dict, str]:
@@ -144,6 +139,8 @@ def _cmd_check(args: argparse.Namespace) -> int:
     data_dir = Path(args.data_dir) if args.data_dir else None
     loaded = api.load(args.path, data_dir=data_dir, device=args.device)
     kinds = {"translation": _translation, "copy_translation": _copy, "lm": _lm}
+    if loaded.config.task in kinds and loaded.config.task != "lm" and args.length is not None:
+        raise SeqlabError("--length is for language models; a translation run checks sentences")
     if loaded.config.task not in kinds:
         raise SeqlabError(
             f"{loaded.checkpoint}: seqlab check runs on translation and language-model runs "
