@@ -32,7 +32,7 @@ from torch import Tensor, nn
 from seqlab.data.collate import pad_batch
 from seqlab.data.oov import CopyExample, collate_copy, source_inputs
 from seqlab.data.vocab import PAD_ID
-from seqlab.eval.invariants import Ids, Sources, Srcs, _Forward
+from seqlab.eval.invariants import Ids, Sources, Srcs, TeacherForced
 from seqlab.nn.masks import padding_mask
 from seqlab.tasks.copy_translation_decode import (
     UnkBlockedDecoder,
@@ -76,7 +76,7 @@ class CopySources(Sources):
         memory = model.encode(src, src_mask, src_ext, n_oov, **source_inputs(rows, device))
         return model.init_state(memory, src_mask), src_mask
 
-    def forward(self, model: nn.Module, targets: Srcs) -> _Forward:
+    def forward(self, model: nn.Module, targets: Srcs) -> TeacherForced:
         """Teacher-forced log P over the extended vocabulary (targets: extended ids)."""
         device = next(model.parameters()).device
         rows = [dataclasses.replace(e, tgt_ext=tuple(t)) for e, t in zip(self.items, targets)]
@@ -84,7 +84,7 @@ class CopySources(Sources):
         log_P = model(b.src, b.src_mask, b.y_in, b.tgt_mask, b.src_ext, b.n_oov,
                       src_grams=b.src_grams, src_stats=b.src_stats)  # fmt: skip
         log_p = torch.log_softmax(log_P.double(), dim=-1)  # (B, T, V + n_oov)
-        return _Forward(log_p, b.y_in, b.y_out, b.tgt_lengths.tolist(), b.src.size(1))
+        return TeacherForced(log_p, b.y_in, b.y_out, b.tgt_lengths.tolist(), b.src.size(1))
 
     def width(self, i: int) -> int:
         return self.vocab_size + len(self.items[i].oovs)

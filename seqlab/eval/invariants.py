@@ -45,7 +45,7 @@ from seqlab.decode.greedy import greedy
 from seqlab.nn.masks import padding_mask
 from seqlab.tasks.translation_eval import SearchSettings, batch_limits, coverage_of
 
-__all__ = ["TOLERANCE", "Check", "Sources", "run_checks"]
+__all__ = ["TOLERANCE", "Check", "Sources", "TeacherForced", "largest", "run_checks"]
 
 TOLERANCE = {torch.float64: 1e-8, torch.float32: 1e-3}
 
@@ -84,7 +84,7 @@ class _Output:
 
 
 @dataclass
-class _Forward:
+class TeacherForced:
     """Teacher-forced log p at every target position of a batch, and where its rows end.
 
     Shapes: log_p (B, T, V') float64; y_in, y_out (B, T) long; lengths (B,) = m_b + 1
@@ -126,7 +126,7 @@ class Sources:
         src, src_mask = src.to(device), padding_mask(lengths).to(device)  # (B, S), (B, S)
         return model.init_state(model.encode(src, src_mask), src_mask), src_mask
 
-    def forward(self, model: nn.Module, targets: Srcs) -> _Forward:
+    def forward(self, model: nn.Module, targets: Srcs) -> TeacherForced:
         """Teacher-forced log p over V at every target position (targets without EOS)."""
         device = next(model.parameters()).device
         pairs = list(zip(self.items, targets))
@@ -135,7 +135,7 @@ class Sources:
         y_in, tgt_mask = b.y_in.to(device), b.tgt_mask.to(device)  # (B, T)
         logits = model(src, src_mask, y_in, tgt_mask)  # (B, T, V)
         log_p = torch.log_softmax(logits.double(), dim=-1)  # (B, T, V)
-        return _Forward(log_p, b.y_in, b.y_out, b.tgt_lengths.tolist(), b.src.size(1))
+        return TeacherForced(log_p, b.y_in, b.y_out, b.tgt_lengths.tolist(), b.src.size(1))
 
     def width(self, i: int) -> int | None:
         """How many output columns of sentence i mean the same alone and in a batch (None:
@@ -196,7 +196,7 @@ def _cached_log_probs(model: nn.Module, sources: Sources, y_in: Tensor) -> Tenso
     return torch.stack(out, dim=1)  # (B, T, V')
 
 
-def _largest(diffs: Sequence[tuple[float, str]]) -> tuple[float, str]:
+def largest(diffs: Sequence[tuple[float, str]]) -> tuple[float, str]:
     """The largest difference and its place; NaN counts as the largest."""
     worst, where = 0.0, ""
     for d, place in diffs:
@@ -217,7 +217,7 @@ def check_cached(model: nn.Module, sources: Sources, hyps: Srcs, tol: float) -> 
         d = (full.log_p[i, :n] - step[i, :n]).abs().amax(dim=-1)  # (n,)
         t = int(d.argmax())
         diffs.append((float(d[t]), f"sentence {i}, target position {t + 1}"))
-    worst, where = _largest(diffs)
+    worst, where = largest(diffs)
     compared = f"log p over V at {sum(full.lengths)} target positions"
     return Check("cached == full forward", compared, worst, tol, worst=where)
 
@@ -233,7 +233,7 @@ def check_padding(model: nn.Module, sources: Sources, hyps: Srcs, tol: float) ->
         d = (batched.log_p[i, :n, :w] - alone[:, :w]).abs().amax(dim=-1)  # (n,)
         t = int(d.argmax())
         diffs.append((float(d[t]), f"sentence {i}, target position {t + 1}"))
-    worst, where = _largest(diffs)
+    worst, where = largest(diffs)
     S, T = batched.src_len, batched.y_in.size(1)
     compared = f"log p over V, {len(sources)} sentences alone vs padded to S={S}, T={T}"
     return Check("padding changes nothing", compared, worst, tol, worst=where)
@@ -244,7 +244,7 @@ def _compare(name: str, compared: str, a: _Output, b: _Output, field: str, tol: 
     mismatched = [i for i, (x, y) in enumerate(zip(a.tokens, b.tokens)) if x != y]
     same = [i for i in range(len(a.tokens)) if i not in set(mismatched)]
     va, vb = getattr(a, field), getattr(b, field)
-    worst, where = _largest([(abs(va[i] - vb[i]), f"sentence {i}") for i in same])
+    worst, where = largest([(abs(va[i] - vb[i]), f"sentence {i}") for i in same])
     if mismatched:
         where = f"tokens differ in sentences {', '.join(map(str, mismatched[:10]))}" + (
             f"; largest {field} difference at {where}" if where else ""
@@ -287,7 +287,7 @@ def check_search_log_prob(model: nn.Module, sources: Sources, out: _Output, tol:
     for i, hyp in enumerate(out.tokens):
         n = len(hyp)  # |Y|: EOS counted when the search emitted it
         diffs.append((abs(float(picked[i, :n].sum()) - out.log_probs[i]), f"sentence {i}"))
-    worst, where = _largest(diffs)
+    worst, where = largest(diffs)
     return Check("search log P == forward log P",
                  f"{len(sources)} beam outputs: reported log P(Y) vs Σ_t log p",
                  worst, tol, worst=where)  # fmt: skip

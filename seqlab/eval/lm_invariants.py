@@ -28,7 +28,7 @@ import inspect
 import torch
 from torch import Tensor, nn
 
-from seqlab.eval.invariants import TOLERANCE, Check, _largest
+from seqlab.eval.invariants import TOLERANCE, Check, largest
 
 __all__ = ["lm_rows", "run_lm_checks"]
 
@@ -74,7 +74,7 @@ def check_lm_cached(model: nn.Module, x: Tensor, tol: float) -> Check:
     for t in range(x.size(1)):
         logits, state = model.step(x[:, t], state)  # (B, V)
         steps.append(logits)
-    worst, where = _largest(_row_diffs(full, _log_probs(torch.stack(steps, dim=1))))
+    worst, where = largest(_row_diffs(full, _log_probs(torch.stack(steps, dim=1))))
     return Check("cached == full forward", f"log p over V at {x.numel()} positions", worst, tol,
                  worst=where)  # fmt: skip
 
@@ -86,7 +86,7 @@ def check_lm_carry(model: nn.Module, x: Tensor, tol: float) -> Check:
     first = model(x[:, :k], _start(model, x.size(0), x.device))
     second = _log_probs(model(x[:, k:], first.state).logits)  # (B, T − k, V)
     diffs = _row_diffs(one[:, :k], _log_probs(first.logits)) + _row_diffs(one[:, k:], second, k)
-    worst, where = _largest(diffs)
+    worst, where = largest(diffs)
     compared = f"log p over V, {x.size(1)} tokens in one pass vs {k} + {x.size(1) - k}"
     return Check("carried state == one pass", compared, worst, tol, worst=where)
 
@@ -99,7 +99,7 @@ def check_lm_batched(model: nn.Module, x: Tensor, tol: float) -> Check:
         alone = _log_probs(model(x[i : i + 1]).logits)  # (1, T, V)
         d, place = _row_diffs(together[i : i + 1], alone)[0]
         diffs.append((d, place.replace("row 0", f"row {i}", 1)))
-    worst, where = _largest(diffs)
+    worst, where = largest(diffs)
     return Check("batched == unbatched", f"log p over V, {x.size(0)} rows together vs alone",
                  worst, tol, worst=where)  # fmt: skip
 
@@ -108,7 +108,7 @@ def check_lm_fused(model: nn.Module, x: Tensor, tol: float) -> Check:
     """4. The fused kernel == the readable cells (``forward(..., fused=...)``).  x (B, T)."""
     fused = _log_probs(model(x, None, fused=True).logits)  # (B, T, V)
     cells = _log_probs(model(x, None, fused=False).logits)  # (B, T, V)
-    worst, where = _largest(_row_diffs(fused, cells))
+    worst, where = largest(_row_diffs(fused, cells))
     compared = f"log p over V at {x.numel()} positions: fused kernel vs step-by-step cells"
     return Check("fused == readable", compared, worst, tol, worst=where)
 
