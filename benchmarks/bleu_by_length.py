@@ -31,7 +31,7 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:  # run as a plain script
     sys.path.insert(0, str(ROOT))
 
-from benchmarks.translation import write_section  # noqa: E402
+from benchmarks.results_doc import write_section  # noqa: E402
 from seqlab import api  # noqa: E402
 from seqlab.data.multi30k import locate_multi30k  # noqa: E402
 from seqlab.data.readers import read_parallel  # noqa: E402

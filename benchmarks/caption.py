@@ -24,31 +24,24 @@ from __future__ import annotations
 import argparse
 import datetime
 import os
-import platform
 import shlex
 import sys
 import time
 from pathlib import Path
 from typing import Any
 
-import torch
-
 from seqlab import api
 from seqlab.data.scenes import render
 from seqlab.inspect.captions import CaptionPanel, plot_caption_attention
-from seqlab.train.fingerprint import cpu_model
 
 ROOT = Path(__file__).resolve().parent.parent
+if __package__ in (None, ""):  # run as a script: make the sibling benchmark importable
+    sys.path.insert(0, str(ROOT))
+from benchmarks.results_doc import machine_description, write_section  # noqa: E402
+
 HEADING = "## Attention captioning"
 TARGET_BLEU4 = 0.6
 TARGET_LOCALISATION = 0.80
-
-
-def machine_description() -> str:
-    return (
-        f"{cpu_model()}, {os.cpu_count()} cores, torch {torch.__version__} "
-        f"({torch.get_num_threads()} threads), Python {platform.python_version()}"
-    )
 
 
 def _pct(x: float) -> str:
@@ -161,24 +154,6 @@ def render_section(
     return "\n".join(parts)
 
 
-def write_section(path: Path, section: str) -> None:
-    """Put ``section`` into ``path``, replacing the old ``## Attention captioning`` section
-    (up to the next ``## `` heading) and keeping everything else."""
-    text = path.read_text(encoding="utf-8") if path.is_file() else "# Results\n"
-    lines = text.splitlines()
-    if HEADING not in lines:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(f"{text.rstrip()}\n\n{section}\n", encoding="utf-8")
-        return
-    start = lines.index(HEADING)
-    end = start + 1
-    while end < len(lines) and not lines[end].startswith("## "):
-        end += 1
-    after = lines[end:]
-    new = lines[:start] + section.splitlines() + ([""] + after if after else [])
-    path.write_text("\n".join(new) + "\n", encoding="utf-8")
-
-
 def parse_args(argv: list[str]) -> argparse.Namespace:
     p = argparse.ArgumentParser(
         prog="benchmarks/caption.py",
@@ -240,7 +215,7 @@ def main(argv: list[str] | None = None) -> dict[str, dict[str, float]]:
     print(verdict(test))
     out = Path(args.out)
     section = render_section(command, args, info, valid, test, examples(loaded), figure, out)
-    write_section(out, section)
+    write_section(out, section, HEADING)
     print(f"wrote {out} ({HEADING[3:]}) and {figure}")
     return {"valid": valid, "test": test}
 

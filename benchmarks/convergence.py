@@ -48,7 +48,7 @@ import torch  # noqa: E402
 
 from benchmarks import peers_models as pm  # noqa: E402
 from benchmarks import peers_train as ptrain  # noqa: E402
-from benchmarks.translation import machine_description, write_section  # noqa: E402
+from benchmarks.results_doc import machine_description, write_section  # noqa: E402
 from seqlab import api  # noqa: E402
 from seqlab.data.collate import Seq2SeqBatch  # noqa: E402
 from seqlab.inspect.figures import markdown_table, write_json  # noqa: E402

@@ -17,22 +17,21 @@ from __future__ import annotations
 
 import argparse
 import datetime
-import os
-import platform
 import shlex
 import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-import torch
-
 from seqlab import api
 from seqlab.cli.embed_cmds import METHODS, train_vectors
 from seqlab.data.word_vectors_io import save_word2vec_text
 from seqlab.eval.word_vectors import evaluate_standard, nearest_neighbours
-from seqlab.train.fingerprint import cpu_model
 
 ROOT = Path(__file__).resolve().parent.parent
+if __package__ in (None, ""):  # run as a script: make the sibling benchmark importable
+    sys.path.insert(0, str(ROOT))
+from benchmarks.results_doc import machine_description, write_section  # noqa: E402
+
 HEADING = "## Word embeddings"
 LABELS = {"sgns": "Skip-gram, negative sampling", "glove": "GloVe", "ppmi": "PPMI-SVD"}
 EPOCH_CAP = {"sgns": 40, "glove": 200, "ppmi": 1}  # the time budget is meant to stop first
@@ -112,10 +111,7 @@ def format_neighbours(rows: list[Row]) -> str:
 
 
 def render_section(rows: list[Row], command: str, minutes: float, dim: int) -> str:
-    machine = (
-        f"{cpu_model()}, {os.cpu_count()} cores, torch {torch.__version__} "
-        f"({torch.get_num_threads()} threads), Python {platform.python_version()}"
-    )
+    machine = machine_description()
     return "\n".join(
         [
             HEADING,
@@ -138,21 +134,6 @@ def render_section(rows: list[Row], command: str, minutes: float, dim: int) -> s
             format_neighbours(rows),
         ]
     )
-
-
-def write_section(path: Path, section: str) -> None:
-    """Replace this benchmark's section of ``path`` (up to the next ``## ``), keep the rest."""
-    text = path.read_text(encoding="utf-8") if path.is_file() else "# Results\n"
-    lines = text.splitlines()
-    if HEADING not in lines:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(f"{text.rstrip()}\n\n{section}\n", encoding="utf-8")
-        return
-    start = lines.index(HEADING)
-    end = next((i for i in range(start + 1, len(lines)) if lines[i].startswith("## ")), len(lines))
-    after = lines[end:]
-    new = lines[:start] + section.splitlines() + ([""] + after if after else [])
-    path.write_text("\n".join(new) + "\n", encoding="utf-8")
 
 
 def main(argv: list[str] | None = None) -> list[Row]:
@@ -189,7 +170,7 @@ def main(argv: list[str] | None = None) -> list[Row]:
     print(format_table(rows))
     print()
     print(format_neighbours(rows))
-    write_section(Path(args.out), section)
+    write_section(Path(args.out), section, HEADING)
     print(f"wrote {args.out} ({HEADING[3:]})")
     return rows
 

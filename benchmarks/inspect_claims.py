@@ -25,7 +25,7 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:  # run as a plain script
     sys.path.insert(0, str(ROOT))
 
-from benchmarks.translation import machine_description, write_section  # noqa: E402
+from benchmarks.results_doc import machine_description, write_section  # noqa: E402
 from seqlab.data.agreement import random_task  # noqa: E402
 from seqlab.inspect import attention_speed as sp  # noqa: E402
 from seqlab.inspect import gradient_flow as gf  # noqa: E402

@@ -33,8 +33,6 @@ import argparse
 import copy
 import datetime
 import json
-import os
-import platform
 import shlex
 import statistics
 import sys
@@ -43,15 +41,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import torch
-
 from seqlab import api
 from seqlab.config import load_yaml
 from seqlab.inspect.measure import overrides_for
 from seqlab.run_config import resolve_run
-from seqlab.train.fingerprint import cpu_model, gpu_description
 
 ROOT = Path(__file__).resolve().parent.parent
+if __package__ in (None, ""):  # run as a script: make the sibling benchmark importable
+    sys.path.insert(0, str(ROOT))
+from benchmarks.results_doc import machine_description, write_section  # noqa: E402
+
 HEADING = "## Language models"
 PRESETS = (
     "shakespeare-char-transformer",
@@ -296,14 +295,6 @@ def format_table(rows: list[Row]) -> str:
     return "\n".join(lines)
 
 
-def machine_description() -> str:
-    return (
-        f"{cpu_model()}, {os.cpu_count()} cores, torch {torch.__version__} "
-        f"({torch.get_num_threads()} threads), Python {platform.python_version()}"
-        f"{gpu_description()}"
-    )
-
-
 def presets_of_command(line: str) -> list[str]:
     """The presets a ``Command: `python benchmarks/lm.py …``` line ran (its --presets, or
     every preset when it gave none)."""
@@ -405,23 +396,6 @@ def render_section(
     return "\n".join(parts)
 
 
-def write_section(path: Path, section: str, heading: str = HEADING) -> None:
-    """Replace the section under ``heading`` (up to the next ``## ``) or append it."""
-    text = path.read_text(encoding="utf-8") if path.is_file() else "# Results\n"
-    lines = text.splitlines()
-    if heading not in lines:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(f"{text.rstrip()}\n\n{section}\n", encoding="utf-8")
-        return
-    start = lines.index(heading)
-    end = start + 1
-    while end < len(lines) and not lines[end].startswith("## "):
-        end += 1
-    after = lines[end:]
-    new = lines[:start] + section.splitlines() + ([""] + after if after else [])
-    path.write_text("\n".join(new) + "\n", encoding="utf-8")
-
-
 # ---------------------------------------------------------------------------- entry point
 
 
@@ -476,7 +450,7 @@ def main(argv: list[str] | None = None) -> list[Row]:
               f"{_metric(row.test, row.level)} ({took:.1f} min)", flush=True)  # fmt: skip
     out = Path(args.out)
     print(format_table(rows))
-    write_section(out, render_section(rows, command, earlier_parts(out, args.presets)))
+    write_section(out, render_section(rows, command, earlier_parts(out, args.presets)), HEADING)
     print(f"wrote {out} ({HEADING[3:]})")
     return rows
 

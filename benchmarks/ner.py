@@ -33,8 +33,8 @@ from seqlab.train.build import count_parameters
 ROOT = Path(__file__).resolve().parent.parent
 if __package__ in (None, ""):  # run as a script: make the sibling benchmark importable
     sys.path.insert(0, str(ROOT))
+from benchmarks.results_doc import machine_description, write_section  # noqa: E402
 from benchmarks.translation import (  # noqa: E402  (shared helpers of the benchmarks)
-    machine_description,
     overrides_for,
     train_tokens_per_s,
 )
@@ -184,21 +184,6 @@ def render_section(rows: list[Row], command: str, minutes: float) -> str:
     )
 
 
-def write_section(path: Path, section: str, heading: str = HEADING) -> None:
-    """Replace the section starting at ``heading`` (up to the next ``## ``) or append it."""
-    text = path.read_text(encoding="utf-8") if path.is_file() else "# Results\n"
-    lines = text.splitlines()
-    if heading not in lines:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(f"{text.rstrip()}\n\n{section}\n", encoding="utf-8")
-        return
-    start = lines.index(heading)
-    end = next((i for i in range(start + 1, len(lines)) if lines[i].startswith("## ")), None)
-    after = lines[end:] if end is not None else []
-    new = lines[:start] + section.splitlines() + ([""] + after if after else [])
-    path.write_text("\n".join(new) + "\n", encoding="utf-8")
-
-
 def parse_args(argv: list[str]) -> argparse.Namespace:
     p = argparse.ArgumentParser(
         prog="benchmarks/ner.py",
@@ -252,7 +237,7 @@ def main(argv: list[str] | None = None) -> list[Row]:
     print(f"({took:.1f} min with evaluation)", flush=True)
     out = Path(args.out)
     print(format_tables(rows))
-    write_section(out, render_section(rows, command, args.minutes))
+    write_section(out, render_section(rows, command, args.minutes), HEADING)
     print(f"wrote {out} ({HEADING[3:]})")
     return rows
 

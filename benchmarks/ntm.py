@@ -25,7 +25,6 @@ from __future__ import annotations
 import argparse
 import datetime
 import os
-import platform
 import shlex
 import sys
 import time
@@ -33,15 +32,17 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
+if __package__ in (None, ""):  # run as a script: make the sibling benchmark importable
+    sys.path.insert(0, str(ROOT))
+from benchmarks.results_doc import machine_description, write_section  # noqa: E402
+
 if str(ROOT) not in sys.path:  # run as a plain script
     sys.path.insert(0, str(ROOT))
 
 import torch  # noqa: E402
 
-from benchmarks.translation import write_section  # noqa: E402
 from seqlab import api  # noqa: E402
 from seqlab.inspect.memory import plot_memory, save_trace  # noqa: E402
-from seqlab.train.fingerprint import cpu_model  # noqa: E402
 
 HEADING = "## Neural Turing Machine"
 PROBLEMS = ("copy", "repeat_copy", "recall", "priority_sort")
@@ -117,13 +118,6 @@ def run_one(
 
 
 # ---------------------------------------------------------------------------- reporting
-
-
-def machine_description() -> str:
-    return (
-        f"{cpu_model()}, {os.cpu_count()} cores, torch {torch.__version__} "
-        f"({torch.get_num_threads()} threads), Python {platform.python_version()}"
-    )
 
 
 def format_table(rows: list[Row]) -> str:

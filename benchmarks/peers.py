@@ -54,7 +54,7 @@ from benchmarks import peers_report as report  # noqa: E402
 from benchmarks import peers_rnn as prnn  # noqa: E402
 from benchmarks import peers_train as ptrain  # noqa: E402
 from benchmarks.peers_timing import Timing, matmul_peak, round_robin  # noqa: E402
-from benchmarks.translation import machine_description, write_section  # noqa: E402
+from benchmarks.results_doc import machine_description, write_section  # noqa: E402
 from seqlab.inspect.figures import write_json  # noqa: E402
 from seqlab.train.allocator import keep_freed_memory  # noqa: E402
 from seqlab.train.precision import read_cpu_flags  # noqa: E402

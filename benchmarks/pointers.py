@@ -42,10 +42,9 @@ from seqlab.train.build import count_parameters
 ROOT = Path(__file__).resolve().parent.parent
 if __package__ in (None, ""):  # run as a script: make the sibling benchmark importable
     sys.path.insert(0, str(ROOT))
+from benchmarks.results_doc import machine_description, write_section  # noqa: E402
 from benchmarks.translation import (  # noqa: E402  (shared helpers of the benchmarks)
-    machine_description,
     overrides_for,
-    write_section,
 )
 
 HEADING = "## Pointer networks"

@@ -18,17 +18,12 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import datetime
-import os
-import platform
 import re
 import shlex
-import subprocess
 import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
-
-import torch
 
 from seqlab import api
 from seqlab.inspect.measure import (  # shared with seqlab compare; re-exported here
@@ -37,9 +32,12 @@ from seqlab.inspect.measure import (  # shared with seqlab compare; re-exported 
     train_tokens_per_s,
 )
 from seqlab.inspect.measure import reset_peak_rss as _reset_peak_rss
-from seqlab.train.fingerprint import gpu_description
 
 ROOT = Path(__file__).resolve().parent.parent
+if __package__ in (None, ""):  # run as a script: make the sibling benchmark importable
+    sys.path.insert(0, str(ROOT))
+from benchmarks.results_doc import machine_description, write_section  # noqa: E402
+
 HEADING = "## Translation (Multi30k de→en, test2016)"
 MODELS = ("transformer", "convs2s", "bahdanau", "luong", "cho", "sutskever")
 
@@ -189,24 +187,6 @@ def format_table(rows: list[Row], earlier: list[str] | None = None) -> str:
     return "\n".join(lines)
 
 
-def machine_description() -> str:
-    """CPU model (lscpu), cores, torch version and threads."""
-    cpu = platform.processor() or platform.machine()
-    try:
-        out = subprocess.run(["lscpu"], capture_output=True, text=True, timeout=10).stdout
-        for line in out.splitlines():
-            if line.strip().startswith("Model name:"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-    except (OSError, subprocess.SubprocessError):
-        pass
-    return (
-        f"{cpu}, {os.cpu_count()} cores, torch {torch.__version__} "
-        f"({torch.get_num_threads()} threads), Python {platform.python_version()}"
-        f"{gpu_description()}"
-    )
-
-
 def models_of_command(line: str) -> set[str]:
     """The models a ``Command: `python benchmarks/translation.py …``` line ran."""
     words = shlex.split(line.split("`")[1]) if line.count("`") >= 2 else []
@@ -282,26 +262,6 @@ def render_section(
     return "\n".join(parts)
 
 
-def write_section(path: Path, section: str, heading: str = HEADING) -> None:
-    """Put ``section`` into the markdown file at ``path``, replacing an existing section
-    with the same heading (up to the next ``## `` heading) and keeping everything else."""
-    text = path.read_text(encoding="utf-8") if path.is_file() else "# Results\n"
-    lines = text.splitlines()
-    try:
-        start = lines.index(heading)
-    except ValueError:
-        body = text.rstrip("\n")
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(f"{body}\n\n{section}\n", encoding="utf-8")
-        return
-    end = start + 1
-    while end < len(lines) and not lines[end].startswith("## "):
-        end += 1
-    after = lines[end:]
-    new = lines[:start] + section.splitlines() + ([""] + after if after else [])
-    path.write_text("\n".join(new) + "\n", encoding="utf-8")
-
-
 # ---------------------------------------------------------------------------- entry point
 
 
@@ -375,7 +335,7 @@ def main(argv: list[str] | None = None) -> list[Row]:
     out = Path(args.out)
     section = render_section(rows, command, args.minutes, earlier_lines(out, args.models))
     print(format_table(rows))
-    write_section(out, section)
+    write_section(out, section, HEADING)
     print(f"wrote {out} ({HEADING[3:]})")
     return rows
 

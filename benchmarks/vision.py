@@ -50,7 +50,7 @@ from seqlab.inspect.vision import (
 ROOT = Path(__file__).resolve().parent.parent
 if __package__ in (None, ""):  # run as a script: make the sibling benchmark importable
     sys.path.insert(0, str(ROOT))
-from benchmarks.translation import machine_description, write_section  # noqa: E402
+from benchmarks.results_doc import machine_description, write_section  # noqa: E402
 
 HEADING = "## Vision"
 DEPTH_HEADING = "## Vision: plain vs residual depth (He 2016, Fig. 1 and 6)"

@@ -6,6 +6,7 @@ import dataclasses
 import json
 
 from benchmarks import classify as bench
+from benchmarks.classify_report import pool_weights_line
 from seqlab.data.mr import ContrastItem
 
 CONTRAST = [ContrastItem(text="not bad at all", label=1, phenomenon="negation", line=2)]
@@ -156,7 +157,7 @@ def test_the_stacked_pool_is_fitted_on_valid_and_scored_on_test(tmp_path):
         assert ens.accuracy[fold] == 100.0 * float((s.argmax(-1) == gold).float().mean())
     label = "ensemble, stacked log-linear pool of `a` + `b`"
     assert label in bench.accuracy_table([ens], 2)
-    assert "`a` " in bench.pool_weights_line(ens) and "`b` " in bench.pool_weights_line(ens)
+    assert "`a` " in pool_weights_line(ens) and "`b` " in pool_weights_line(ens)
 
 
 def test_lstm_lm_pretrains_on_unlabelled_text_then_starts_every_fold_from_it(tmp_path):

@@ -81,7 +81,7 @@ def test_depth_figure(tmp_path):
 def test_a_depth_only_run_keeps_the_convnet_section(tmp_path):
     """``--parts depth`` replaces the depth section and leaves the ConvNet numbers of an
     earlier run (each section carries its own command line)."""
-    from benchmarks.translation import write_section
+    from benchmarks.results_doc import write_section
 
     args = bench.parse_args(["--out", str(tmp_path / "results.md"), "--minutes", "3"])
     digits = {"digits": {"accuracy": [98.0, 99.0], "updates": 10.0, "minutes": 1.0}}

@@ -1,0 +1,72 @@
+"""What every benchmark does with ``docs/results.md``: say which machine made its numbers,
+and put its own section into the file without touching the others.
+
+A results file is markdown. A benchmark owns the section that starts at its heading
+line (``## Language models``) and runs to the next ``## `` heading. Writing the section
+again replaces exactly those lines and keeps the rest of the file byte for byte. The
+write is atomic: the new text goes to a temporary file beside the target, which then
+replaces it (``os.replace``). A run that is killed or fails while writing leaves the old
+file as it was, never half of one.
+"""
+
+from __future__ import annotations
+
+import os
+import platform
+import tempfile
+from pathlib import Path
+
+import torch
+
+from seqlab.train.fingerprint import cpu_model, gpu_description
+
+EMPTY = "# Results\n"
+
+
+def machine_description() -> str:
+    """The machine line of a results section: CPU model, cores, torch version and threads,
+    Python, and the GPUs where a CUDA device is visible."""
+    return (
+        f"{cpu_model()}, {os.cpu_count()} cores, torch {torch.__version__} "
+        f"({torch.get_num_threads()} threads), Python {platform.python_version()}"
+        f"{gpu_description()}"
+    )
+
+
+def with_section(text: str, section: str, heading: str) -> str:
+    """``text`` with the section under ``heading`` (up to the next ``## `` heading, or the
+    end) replaced by ``section``; appended after a blank line if there is none yet."""
+    if not section.startswith(heading):
+        raise ValueError(f"the section must start with its heading {heading!r}")
+    lines = text.splitlines()
+    if heading not in lines:
+        return f"{text.rstrip()}\n\n{section.rstrip()}\n"
+    start = lines.index(heading)
+    end = next((i for i in range(start + 1, len(lines)) if lines[i].startswith("## ")), len(lines))
+    after = lines[end:]
+    new = lines[:start] + section.rstrip("\n").splitlines() + ([""] + after if after else [])
+    return "\n".join(new) + "\n"
+
+
+def write_atomic(path: Path, text: str) -> None:
+    """Write ``text`` to ``path`` through a temporary file in the same folder and
+    ``os.replace``: readers see the old file or the new one, never a partial write."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(text)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def write_section(path: Path, section: str, heading: str) -> None:
+    """Put ``section`` (which starts with its ``heading`` line) into the markdown file at
+    ``path``, replacing that heading's old section and keeping everything else."""
+    path = Path(path)
+    text = path.read_text(encoding="utf-8") if path.is_file() else EMPTY
+    write_atomic(path, with_section(text, section, heading))
