@@ -49,7 +49,11 @@ from seqlab.run_config import resolve_run
 ROOT = Path(__file__).resolve().parent.parent
 if __package__ in (None, ""):  # run as a script: make the sibling benchmark importable
     sys.path.insert(0, str(ROOT))
-from benchmarks.results_doc import machine_description, write_section  # noqa: E402
+from benchmarks.results_doc import (  # noqa: E402
+    machine_description,
+    section_body,
+    write_section,
+)
 
 HEADING = "## Language models"
 PRESETS = (
@@ -312,16 +316,9 @@ def earlier_parts(path: Path, presets: list[str]) -> dict[str, list[str]]:
     not run now, and (when any is kept) the earlier Command/Machine lines, so that separate
     invocations (different budgets) build up one table."""
     kept: dict[str, list[str]] = {"rows": [], "samples": [], "runs": [], "fitted": []}
-    if not path.is_file():
-        return kept
-    lines = path.read_text(encoding="utf-8").splitlines()
-    if HEADING not in lines:
-        return kept
-    start = lines.index(HEADING) + 1
-    end = next((i for i in range(start, len(lines)) if lines[i].startswith("## ")), len(lines))
     block: list[str] | None = None
     stale = False
-    for line in lines[start:end]:
+    for line in section_body(path, HEADING):
         name = line.split("`")[1] if line.count("`") >= 2 else None
         if block is not None:
             block.append(line)

@@ -34,7 +34,11 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 if __package__ in (None, ""):  # run as a script: make the sibling benchmark importable
     sys.path.insert(0, str(ROOT))
-from benchmarks.results_doc import machine_description, write_section  # noqa: E402
+from benchmarks.results_doc import (  # noqa: E402
+    machine_description,
+    section_body,
+    write_section,
+)
 
 if str(ROOT) not in sys.path:  # run as a plain script
     sys.path.insert(0, str(ROOT))
@@ -151,14 +155,9 @@ def earlier_parts(path: Path, problems: list[str]) -> dict[str, list[str]]:
     and copy verdict of the problems not run now, with the earlier Command/Machine lines,
     so that separate invocations (different budgets) build up one section."""
     kept: dict[str, list[str]] = {"runs": [], "tables": [], "figures": [], "verdict": []}
-    lines = path.read_text(encoding="utf-8").splitlines() if path.is_file() else []
-    if HEADING not in lines:
-        return kept
-    start = lines.index(HEADING) + 1
-    end = next((i for i in range(start, len(lines)) if lines[i].startswith("## ")), len(lines))
     tables: dict[str, list[str]] = {}
     current = None  # the problem whose table is being read
-    for line in lines[start:end]:
+    for line in section_body(path, HEADING):
         if line.startswith("### "):
             current = line[4:].strip()
             tables[current] = []

@@ -33,16 +33,35 @@ def machine_description() -> str:
     )
 
 
+def _span(lines: list[str], heading: str) -> tuple[int, int] | None:
+    """Where the section under ``heading`` is: (index of the heading line, index of the next
+    ``## `` heading or ``len(lines)``); None if the heading is not a line of the file."""
+    if heading not in lines:
+        return None
+    start = lines.index(heading)
+    end = next((i for i in range(start + 1, len(lines)) if lines[i].startswith("## ")), len(lines))
+    return start, end
+
+
+def section_body(path: Path, heading: str) -> list[str]:
+    """The lines of ``path``'s section under ``heading``, without the heading line itself;
+    [] if the file or the section is not there. Benchmarks read their earlier rows here."""
+    path = Path(path)
+    lines = path.read_text(encoding="utf-8").splitlines() if path.is_file() else []
+    span = _span(lines, heading)
+    return [] if span is None else lines[span[0] + 1 : span[1]]
+
+
 def with_section(text: str, section: str, heading: str) -> str:
     """``text`` with the section under ``heading`` (up to the next ``## `` heading, or the
     end) replaced by ``section``; appended after a blank line if there is none yet."""
     if not section.startswith(heading):
         raise ValueError(f"the section must start with its heading {heading!r}")
     lines = text.splitlines()
-    if heading not in lines:
+    span = _span(lines, heading)
+    if span is None:
         return f"{text.rstrip()}\n\n{section.rstrip()}\n"
-    start = lines.index(heading)
-    end = next((i for i in range(start + 1, len(lines)) if lines[i].startswith("## ")), len(lines))
+    start, end = span
     after = lines[end:]
     new = lines[:start] + section.rstrip("\n").splitlines() + ([""] + after if after else [])
     return "\n".join(new) + "\n"

@@ -36,7 +36,11 @@ from seqlab.inspect.measure import reset_peak_rss as _reset_peak_rss
 ROOT = Path(__file__).resolve().parent.parent
 if __package__ in (None, ""):  # run as a script: make the sibling benchmark importable
     sys.path.insert(0, str(ROOT))
-from benchmarks.results_doc import machine_description, write_section  # noqa: E402
+from benchmarks.results_doc import (  # noqa: E402
+    machine_description,
+    section_body,
+    write_section,
+)
 
 HEADING = "## Translation (Multi30k de→en, test2016)"
 MODELS = ("transformer", "convs2s", "bahdanau", "luong", "cho", "sutskever")
@@ -200,15 +204,8 @@ def earlier_lines(path: Path, models: list[str]) -> dict[str, list[str]]:
     models not run now, and (when any is kept) the earlier Command/Machine lines of runs
     with a model not rerun now, so that separate invocations build up one table."""
     kept: dict[str, list[str]] = {"rows": [], "sigs": [], "runs": []}
-    if not path.is_file():
-        return kept
-    lines = path.read_text(encoding="utf-8").splitlines()
-    if HEADING not in lines:
-        return kept
-    start = lines.index(HEADING) + 1
-    end = next((i for i in range(start, len(lines)) if lines[i].startswith("## ")), len(lines))
     stale = False
-    for line in lines[start:end]:
+    for line in section_body(path, HEADING):
         tag = re.search(r"`([A-Za-z0-9_-]+)`", line)
         other = tag is not None and tag.group(1) not in models
         if line.startswith("| ") and "(`" in line and other:

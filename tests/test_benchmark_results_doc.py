@@ -82,3 +82,17 @@ def test_a_failed_write_leaves_the_old_file_and_no_temporary_file(tmp_path, monk
 def test_the_machine_line_names_cores_torch_and_python():
     line = machine_description()
     assert f"{os.cpu_count()} cores" in line and "torch " in line and "Python 3." in line
+
+
+def test_the_body_of_a_section_is_read_without_its_heading(tmp_path):
+    path = tmp_path / "results.md"
+    path.write_text(DOC, encoding="utf-8")
+    assert results_doc.section_body(path, "## Language models") == [
+        "",
+        "old LM table",
+        "old LM note",
+        "",
+    ]
+    assert results_doc.section_body(path, "## Word embeddings") == ["", "vectors table"]
+    assert results_doc.section_body(path, "## NTM") == []
+    assert results_doc.section_body(tmp_path / "missing.md", "## NTM") == []
