@@ -32,19 +32,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-if __package__ in (None, ""):  # run as a script: make the sibling benchmark importable
-    sys.path.insert(0, str(ROOT))
-from benchmarks.results_doc import (  # noqa: E402
-    machine_description,
-    section_body,
-    write_section,
-)
-
 if str(ROOT) not in sys.path:  # run as a plain script
     sys.path.insert(0, str(ROOT))
 
 import torch  # noqa: E402
 
+from benchmarks.results_doc import (  # noqa: E402
+    machine_description,
+    section_body,
+    write_section,
+)
 from seqlab import api  # noqa: E402
 from seqlab.inspect.memory import plot_memory, save_trace  # noqa: E402
 

@@ -4,20 +4,20 @@ and put its own section into the file without touching the others.
 A results file is markdown. A benchmark owns the section that starts at its heading
 line (``## Language models``) and runs to the next ``## `` heading. Writing the section
 again replaces exactly those lines and keeps the rest of the file byte for byte. The
-write is atomic: the new text goes to a temporary file beside the target, which then
-replaces it (``os.replace``). A run that is killed or fails while writing leaves the old
-file as it was, never half of one.
+write is atomic (``seqlab.atomic_file.write_atomic``): the new text goes to a temporary
+file beside the target, which then replaces it. A run that is killed or fails while
+writing leaves the old file as it was, never half of one.
 """
 
 from __future__ import annotations
 
 import os
 import platform
-import tempfile
 from pathlib import Path
 
 import torch
 
+from seqlab.atomic_file import write_atomic
 from seqlab.train.fingerprint import cpu_model, gpu_description
 
 EMPTY = "# Results\n"
@@ -65,22 +65,6 @@ def with_section(text: str, section: str, heading: str) -> str:
     after = lines[end:]
     new = lines[:start] + section.rstrip("\n").splitlines() + ([""] + after if after else [])
     return "\n".join(new) + "\n"
-
-
-def write_atomic(path: Path, text: str) -> None:
-    """Write ``text`` to ``path`` through a temporary file in the same folder and
-    ``os.replace``: readers see the old file or the new one, never a partial write."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(text)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
 
 
 def write_section(path: Path, section: str, heading: str) -> None:

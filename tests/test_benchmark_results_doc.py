@@ -7,6 +7,7 @@ import pytest
 
 from benchmarks import results_doc
 from benchmarks.results_doc import machine_description, with_section, write_section
+from seqlab import atomic_file
 
 DOC = """# Results
 
@@ -72,7 +73,7 @@ def test_a_failed_write_leaves_the_old_file_and_no_temporary_file(tmp_path, monk
     def broken_replace(src, dst):
         raise OSError("disk full")
 
-    monkeypatch.setattr(results_doc.os, "replace", broken_replace)
+    monkeypatch.setattr(atomic_file.os, "replace", broken_replace)
     with pytest.raises(OSError, match="disk full"):
         write_section(path, "## Language models\n\nnew", "## Language models")
     assert path.read_text(encoding="utf-8") == DOC

@@ -24,8 +24,6 @@ import binascii
 import hashlib
 import json
 import logging
-import os
-import tempfile
 import threading
 from collections.abc import Iterable
 from io import BytesIO
@@ -34,6 +32,7 @@ from typing import Any, Literal
 
 import sentencepiece as spm
 
+from seqlab.atomic_file import write_atomic
 from seqlab.data.tokenizers import Tokenizer, with_path
 from seqlab.data.vocab import BOS, BOS_ID, EOS, EOS_ID, PAD, PAD_ID, UNK, UNK_ID
 from seqlab.errors import DataError
@@ -155,7 +154,7 @@ class SentencePieceTokenizer(Tokenizer):
             ) from e
         tok = cls(writer.getvalue(), settings)
         if cache_file is not None:
-            _write_atomic(cache_file, tok._model)
+            write_atomic(cache_file, tok._model)
         return tok
 
     @classmethod
@@ -270,15 +269,3 @@ def _load_cached(path: Path, settings: dict[str, Any]) -> SentencePieceTokenizer
         return None
     tok.from_cache = True
     return tok
-
-
-def _write_atomic(path: Path, data: bytes) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name, suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise

@@ -13,14 +13,13 @@ sentencepiece uses), so lost content stays visible in the output.
 from __future__ import annotations
 
 import json
-import os
-import tempfile
 from abc import ABC, abstractmethod
 from collections import Counter
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any, ClassVar
 
+from seqlab.atomic_file import write_atomic
 from seqlab.data.vocab import BOS_ID, EOS_ID, PAD_ID, UNK_ID, Vocab
 from seqlab.errors import DataError
 
@@ -98,14 +97,7 @@ class Tokenizer(ABC):
     def save(self, path: str | Path) -> None:
         """Write :meth:`to_state` as JSON (atomically: temp file, then rename)."""
         path = Path(path)
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name, suffix=".tmp")
-        try:
-            with os.fdopen(fd, "w", encoding="utf-8") as f:
-                json.dump(self.to_state(), f, ensure_ascii=False)
-            os.replace(tmp, path)
-        except BaseException:
-            Path(tmp).unlink(missing_ok=True)
-            raise
+        write_atomic(path, json.dumps(self.to_state(), ensure_ascii=False))
 
     @classmethod
     def load(cls, path: str | Path) -> Tokenizer:

@@ -24,6 +24,7 @@ from typing import Any
 
 import yaml
 
+from seqlab.atomic_file import write_atomic
 from seqlab.errors import SeqlabError
 from seqlab.train.checkpoint import latest_checkpoint, read_checkpoint
 
@@ -129,10 +130,10 @@ class RunDir:
 
     def write_config(self, config: dict[str, Any]) -> None:
         text = yaml.safe_dump(config, sort_keys=False)
-        _write_text(self.root / CONFIG, text)
+        write_atomic(self.root / CONFIG, text)
 
     def write_json(self, name: str, data: Any) -> None:
-        _write_text(self.root / name, json.dumps(data, indent=1) + "\n")
+        write_atomic(self.root / name, json.dumps(data, indent=1) + "\n")
 
     def truncate_metrics(self, after_step: int) -> int:
         """Drop ``metrics.jsonl`` records past ``after_step`` (written by a run killed after
@@ -150,15 +151,8 @@ class RunDir:
                 dropped += 1
                 continue
             kept.append(line)
-        _write_text(self.metrics, "".join(f"{line}\n" for line in kept))
+        write_atomic(self.metrics, "".join(f"{line}\n" for line in kept))
         return dropped
-
-
-def _write_text(path: Path, text: str) -> None:
-    """Write via a temporary sibling and rename, so a reader never sees half a file."""
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(text, encoding="utf-8")
-    tmp.replace(path)
 
 
 def find_checkpoint(path: str | Path, prefer: str = "best") -> Path:
