@@ -1,6 +1,7 @@
 """``seqlab check``: the invariance checks of ``seqlab.eval.invariants`` on a trained
-translation run (on its own data or on any source file) and of
-``seqlab.eval.lm_invariants`` on a language-model run.
+translation run (on its own data or on any source file), of
+``seqlab.eval.lm_invariants`` on a language-model run and of
+``seqlab.eval.sentence_invariants`` on a classifier or tagger.
 
     seqlab check RUN_OR_CHECKPOINT [--split valid] [--src FILE] [--sentences 32]
                  [--beam K] [--length 64] [--dtype float64|float32] [--json]
@@ -127,6 +128,53 @@ def _lm(loaded: Any, args: argparse.Namespace, dtype: Any) -> tuple[list, dict, 
     return run_lm_checks(loaded.model, x, dtype=dtype), info, head
 
 
+def _sentences(loaded: Any, args: argparse.Namespace, dtype: Any) -> tuple[list, dict, str]:
+    """A classify or tag run: the padding checks on ``--sentences`` of a split or ``--src``."""
+    from seqlab.data.readers import read_lines
+    from seqlab.eval.sentence_invariants import (
+        classify_batches,
+        run_sentence_checks,
+        tag_batches,
+    )
+
+    if args.beam is not None:
+        raise SeqlabError("--beam is for translation runs; a classifier or tagger has no search")
+    task, n = loaded.task, args.sentences
+    if args.src:
+        lines = [x.strip() for x in read_lines(args.src)[:n]]  # empty lines are refused
+        origin = str(args.src)
+    elif loaded.config.task == "classify":
+        if args.split not in task.splits:
+            raise _no_split(loaded, args.split, task.splits)
+        origin = f"{args.split} split"
+    else:
+        if args.split not in task.ids:
+            raise _no_split(loaded, args.split, task.ids)
+        origin = f"{args.split} split"
+    if loaded.config.task == "classify":
+        if args.src:
+            ids, grams = [task.encode_text(x) for x in lines], task.texts_grams(lines)
+        else:
+            data = task.splits[args.split]
+            ids, grams = data.ids[:n], None if data.grams is None else data.grams[:n]
+        batches = classify_batches(task, ids, grams)
+    else:
+        if args.src:
+            from seqlab.tasks.tagging import tokenize
+
+            tokens = [[p[0] for p in tokenize(x)] for x in lines]
+            W = task.cfg.max_word_len
+            words = [[task.word_id(t) for t in s] for s in tokens]
+            chars = [[task.chars.encode(t[:W]) for t in s] for s in tokens]
+        else:
+            words, chars, _ = task.ids[args.split]
+            words, chars = words[:n], chars[:n]
+        batches = tag_batches(task, words, chars)
+    info = {"sentences": batches.n, "source": origin}
+    head = f"{batches.n} sentences of the {origin}"
+    return run_sentence_checks(loaded.model, batches, dtype=dtype), info, head
+
+
 def _cmd_check(args: argparse.Namespace) -> int:
     import torch
 
@@ -138,14 +186,15 @@ def _cmd_check(args: argparse.Namespace) -> int:
         raise SeqlabError(f"--beam must be >= 1, got {args.beam}")
     data_dir = Path(args.data_dir) if args.data_dir else None
     loaded = api.load(args.path, data_dir=data_dir, device=args.device)
-    kinds = {"translation": _translation, "copy_translation": _copy, "lm": _lm}
+    kinds = {"translation": _translation, "copy_translation": _copy, "lm": _lm,
+             "classify": _sentences, "tag": _sentences}  # fmt: skip
     if loaded.config.task in kinds and loaded.config.task != "lm" and args.length is not None:
-        raise SeqlabError("--length is for language models; a translation run checks sentences")
+        raise SeqlabError("--length is for language models; this run checks sentences")
     if loaded.config.task not in kinds:
         raise SeqlabError(
-            f"{loaded.checkpoint}: seqlab check runs on translation and language-model runs "
-            f"(task: translation, copy_translation or lm); this run's task is "
-            f"'{loaded.config.task}'"
+            f"{loaded.checkpoint}: seqlab check runs on translation, language-model, "
+            f"classification and tagging runs (task: {', '.join(kinds)}); this run's task "
+            f"is '{loaded.config.task}'"
         )
     checks, info, head = kinds[loaded.config.task](loaded, args, getattr(torch, args.dtype))
     failed = sum(not c.passed for c in checks)
@@ -166,7 +215,7 @@ def _cmd_check(args: argparse.Namespace) -> int:
 def add_command(sub: argparse._SubParsersAction) -> None:
     """Register ``check`` on the top-level parser's subcommands."""
     p = sub.add_parser(
-        "check", help="decoding invariants of a translation or LM checkpoint (cached == full …)"
+        "check", help="invariants of a trained run: cached == full, padding, batched == alone …"
     )
     p.add_argument("path", metavar="RUN_OR_CHECKPOINT")
     p.add_argument("--split", default="valid", help="the run's split to take sentences from")

@@ -8,7 +8,7 @@ import pytest
 
 from seqlab import api
 from seqlab.cli.main import main
-from tests.serve.runs import classify_run, lm_run, translation_run
+from tests.serve.runs import classify_run, lm_run, tag_run, translation_run
 from tests.tasks.test_copy_translation import _pairs, _write, run_config
 
 pytestmark = pytest.mark.usefixtures("one_thread")  # restores torch's thread count after
@@ -94,16 +94,52 @@ def test_a_pointer_generator_run_with_its_unk_rule(tmp_path, capsys):
     assert "has no 'nope' split" in capsys.readouterr().err
 
 
-def test_errors_are_one_line_with_exit_code_2(run, lm, tmp_path, capsys):
-    (tmp_path / "cls").mkdir()
-    cls = classify_run(tmp_path / "cls")
+@pytest.fixture(scope="module")
+def cls(tmp_path_factory):
+    return classify_run(tmp_path_factory.mktemp("check_cls"))
+
+
+def test_a_classifier_run_on_its_split_and_on_a_file(cls, tmp_path, capsys):
+    assert main(["check", str(cls), "--split", "train", "--sentences", "6"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert "6 sentences of the train split" in out[0] and out[0].endswith("float64")
+    assert [r.split("  ")[0] for r in out[2:4]] == [
+        "batched == unbatched", "more padding changes nothing",
+    ]  # fmt: skip
+    assert out[4] == "2 of 2 checks passed"
+    src = tmp_path / "reviews.txt"
+    src.write_text("a fine film .\nbad , dull and far too long\n", "utf-8")
+    assert main(["check", str(cls), "--src", str(src), "--json", "--dtype", "float32"]) == 0
+    record = json.loads(capsys.readouterr().out)
+    assert record["task"] == "classify" and record["sentences"] == 2 and record["passed"]
+
+
+def test_a_crf_tagger_run(tmp_path, capsys):
+    tagged = tag_run(tmp_path)
+    assert main(["check", str(tagged), "--sentences", "8"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert "8 sentences of the valid split" in out[0]
+    assert [r.split("  ")[0] for r in out[2:6]] == [
+        "batched == unbatched", "more padding changes nothing", "fused == readable",
+        "Viterbi score == s(x, ŷ)",
+    ]  # fmt: skip
+    assert out[6] == "4 of 4 checks passed"
+    src = tmp_path / "raw.txt"
+    src.write_text("Paris and Berlin\nAnna met Bob in Rome .\n", "utf-8")
+    assert main(["check", str(tagged), "--src", str(src), "--json"]) == 0
+    record = json.loads(capsys.readouterr().out)
+    assert record["task"] == "tag" and record["sentences"] == 2 and record["passed"]
+
+
+def test_errors_are_one_line_with_exit_code_2(run, lm, cls, tmp_path, capsys, monkeypatch):
     empty = tmp_path / "empty.de"
     empty.write_text("der hund.\n\nein kind.\n", "utf-8")
     cases = [
         (["check", str(run), "--split", "test"], "has no 'test' split"),
         (["check", str(run), "--sentences", "0"], "--sentences must be >= 1"),
         (["check", str(run), "--beam", "0"], "--beam must be >= 1"),
-        (["check", str(cls)], "runs on translation and language-model runs"),
+        (["check", str(cls), "--beam", "2"], "a classifier or tagger has no search"),
+        (["check", str(cls), "--split", "nope"], "has no 'nope' split"),
         (["check", str(run), "--length", "8"], "--length is for language models"),
         (["check", str(lm), "--beam", "3"], "--beam is for translation runs"),
         (["check", str(lm), "--length", "1"], "--length must be >= 2"),
@@ -115,3 +151,16 @@ def test_errors_are_one_line_with_exit_code_2(run, lm, tmp_path, capsys):
         err = capsys.readouterr().err.strip().splitlines()
         assert len(err) == 1 and err[0].startswith("seqlab: error: "), (argv, err)
         assert expected in err[0], (argv, err)
+
+
+def test_other_tasks_are_refused_with_the_list(cls, capsys, monkeypatch):
+    from types import SimpleNamespace
+
+    from seqlab import api
+
+    fake = SimpleNamespace(checkpoint="runs/ntm-x", config=SimpleNamespace(task="ntm"))
+    monkeypatch.setattr(api, "load", lambda *a, **k: fake)
+    assert main(["check", "runs/ntm-x"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "runs/ntm-x: seqlab check runs on translation" in err and "'ntm'" in err
+    assert "classify, tag" in err
