@@ -143,13 +143,10 @@ def _sentences(loaded: Any, args: argparse.Namespace, dtype: Any) -> tuple[list,
     if args.src:
         lines = [x.strip() for x in read_lines(args.src)[:n]]  # empty lines are refused
         origin = str(args.src)
-    elif loaded.config.task == "classify":
-        if args.split not in task.splits:
-            raise _no_split(loaded, args.split, task.splits)
-        origin = f"{args.split} split"
     else:
-        if args.split not in task.ids:
-            raise _no_split(loaded, args.split, task.ids)
+        names = task.splits if loaded.config.task == "classify" else task.ids
+        if args.split not in names:
+            raise _no_split(loaded, args.split, names)
         origin = f"{args.split} split"
     if loaded.config.task == "classify":
         if args.src:
