@@ -9,7 +9,7 @@ timed as the operation it changes, old and new back to back in this one process,
 over ``--reps`` of the paired new/old ratio (each rep averages a fixed number of calls;
 the ms columns are each form's fastest rep):
 
-- **shared cross-attention K/V** (``KVCache.group``, docs/perf-notes.md §15): the
+- **shared cross-attention K/V** (``KVCache.group``, docs/perf-notes-decoding.md §15): the
   single-query attention of one layer over the memory, K/V once per input (32 rows,
   group 5) vs copied per hypothesis (160 rows);
 - **preallocated self-attention cache**: one layer's K/V cache over 30 steps, the
@@ -19,7 +19,7 @@ the ms columns are each form's fastest rep):
   + live log P, top-2K of 5 × 8,000 per input, vs logsumexp + a per-row top-(2K+1) on
   the logits and a top-2K of 5 × 11 (the same candidates: a row's best 2K non-EOS are
   in its top 2K + 1);
-- **first step on the B inputs** (docs/perf-notes.md §16): beam search's first decoder
+- **first step on the B inputs** (docs/perf-notes-decoding.md §16): beam search's first decoder
   call, where only slot 0 of each input is live, on the B·K expanded rows (before) vs the
   B inputs (the library now), the preset Transformer with random weights;
 - **fused QKV projection**: the three (d × d) projections of a self-attention as three
@@ -28,7 +28,7 @@ the ms columns are each form's fastest rep):
 
 Prints a markdown table (old ms, new ms, new/old) and writes it to ``--out`` if given.
 The levers are kept in the library only where the new form wins on the machine that
-runs the peers' benchmark; docs/perf-notes.md §15 says which.
+runs the peers' benchmark; docs/perf-notes-decoding.md §15 says which.
 """
 
 from __future__ import annotations

@@ -18,10 +18,10 @@ repetition), one thread:
   state, static fields included (seqlab before ``static_field``);
 - ``skip``: inside ``seqlab.decode.state.unshared()``: beam search's within-input reorder
   leaves the static fields (cross-attention K/V, encoder annotations, Uₐh, masks) in
-  place, but the expansion to B·K rows copies them K times (docs/perf-notes.md §12);
+  place, but the expansion to B·K rows copies them K times (docs/perf-notes-decoding.md §12);
 - ``share``: the library's default: as ``skip``, and the expansion keeps one
   cross-attention K/V row per input, read by its K hypotheses (``KVCache.group``,
-  docs/perf-notes.md §15; only the Transformer has such a field).
+  docs/perf-notes-decoding.md §15; only the Transformer has such a field).
 
 Printed per variant, median over ``--reps``: ms per decoder step (wall and process CPU
 time, steps = batches × new tokens), of which inside ``reorder_state``, sentences/s, and

@@ -36,7 +36,7 @@ def forbid_eos(log_p: Tensor, eos_id: int) -> Tensor:
 
     In place: writes the one EOS column of ``log_p`` (a fresh ``step_log_probs`` output in
     the searches) and returns it; a vocabulary-wide ``masked_fill`` copy cost ~1 ms per
-    beam step here (docs/perf-notes.md §13).
+    beam step here (docs/perf-notes-decoding.md §13).
 
     Shapes: log_p (..., V) -> the same tensor (..., V)
     """

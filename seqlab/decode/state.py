@@ -28,7 +28,7 @@ Shared static fields. ``repeat_rows`` (B -> B·K) does not even copy a static fi
 value has a ``grouped(times)`` method (the Transformer's cross-attention ``KVCache``): it
 keeps one row per input and records that rows b·K … b·K + K − 1 read row b
 (``KVCache.group``), so the attention reads each input's keys once for its K hypotheses
-(docs/perf-notes.md §15). ``full_reorder()`` turns this off too.
+(docs/perf-notes-decoding.md §15). ``full_reorder()`` turns this off too.
 """
 
 from __future__ import annotations

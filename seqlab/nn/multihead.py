@@ -11,7 +11,7 @@ stored side by side as one ``nn.Linear(d_model, d_model)`` per role (``W_q``, ``
 Two paths compute the same function:
   * fast (``need_weights=False``): ``torch.nn.functional.scaled_dot_product_attention``,
     except for a single query position on CPU (a decoder step), where the readable
-    path's matmuls are faster than SDPA's kernel (docs/perf-notes.md §13);
+    path's matmuls are faster than SDPA's kernel (docs/perf-notes-decoding.md §13);
   * readable (``need_weights=True``): ``scaled_dot`` from ``seqlab.nn.attention``,
     ``masked_softmax``, dropout, weighted sum; also returns the per-head weights.
 tests/nn/test_multihead.py proves they agree (values and gradients) and that both equal
@@ -179,7 +179,7 @@ class MultiHeadAttention(nn.Module):
         drawn from one Xavier-uniform U(−a, a) with a = √(6 / (d + 3d)) — a √2 narrower
         bound than three separate (d × d) draws; W_o is Xavier-uniform over (d × d); every
         bias is zero. The separate draw trained 0.4 nats worse after 1,000 Multi30k steps
-        (docs/perf-notes.md §20), which is why the fan of the stacked matrix is used here.
+        (docs/perf-notes-measured.md §20), which is why the fan of the stacked matrix is used here.
         """
         d = self.d_model
         a_qkv = (6.0 / (d + 3 * d)) ** 0.5
@@ -268,7 +268,7 @@ class MultiHeadAttention(nn.Module):
         A shared cache (``kv.group`` = G > 1, beam search's cross-attention; one query row
         each, T = 1) is read as it is: the G query rows of a group become G query positions
         against their one key/value row, q (B/G, H, G, Dh), so each input's keys are read
-        once for its G hypotheses, by either kernel (docs/perf-notes.md §15). The mask must
+        once for its G hypotheses, by either kernel (docs/perf-notes-decoding.md §15). The mask must
         then be the same for the G rows of a group (the keys' padding, as a static source
         mask is); row g·G is used.
 
@@ -313,7 +313,7 @@ class MultiHeadAttention(nn.Module):
         least.
 
         For a decoder step two small matmuls and a softmax beat SDPA's CPU kernel 4-5x in
-        bf16 and ~1.3x in fp32 (docs/perf-notes.md §13). Scores, softmax and the weighted
+        bf16 and ~1.3x in fp32 (docs/perf-notes-decoding.md §13). Scores, softmax and the weighted
         sum run in float32 (outside autocast), as SDPA accumulates, then z is cast back to
         q's dtype: bf16 scores were up to ~8x less accurate (same section). One query row
         per batch row, or the G rows of a shared cache's group as G positions (``_fused``).

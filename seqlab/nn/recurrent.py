@@ -240,7 +240,7 @@ class Recurrent(nn.Module):
         The assembled weights are not leaf tensors, so autocast's weight cache skips them:
         torch's GRU and tanh/ReLU RNN kernels on CPU run one ``linear`` per time step, and
         each cast the fp32 weights again (the bf16 GRU step was ~11 % slower than nn.GRU's
-        for it; docs/perf-notes.md §14). Casting once is the same cast, so the forward is
+        for it; docs/perf-notes-decoding.md §14). Casting once is the same cast, so the forward is
         bit-identical; the weight gradient is then summed over the time steps in bf16
         before its cast back, as nn.GRU's cached cast does.
         """

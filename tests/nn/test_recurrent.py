@@ -255,7 +255,7 @@ def test_autocast_weights_cast_once(kind):
     (``_kernel_weights``), as autocast's cache does for nn.GRU's leaf weights: outputs and
     states are bit-identical to letting autocast cast them at every time step inside the
     kernel; the gradients agree to bf16 precision (with one cast, the weight gradient is
-    summed over the time steps in bf16, as nn.GRU's is; docs/perf-notes.md §14)."""
+    summed over the time steps in bf16, as nn.GRU's is; docs/perf-notes-decoding.md §14)."""
     torch.manual_seed(0)
     m = make(kind, num_layers=2, bidirectional=True)
     x = torch.randn(B, T, D)
