@@ -318,8 +318,10 @@ def plot_bleu_by_length(
     names = {"bleu": "BLEU (cased)", "bleu_lc": "BLEU (lowercase)", "chrf": "chrF"}
     ax.set_ylabel(f"sacre{names[metric]}" if metric != "chrf" else "chrF")
     ax.set_title(title or f"{names[metric]} by source length")
-    if n_sys > 1:
-        ax.legend(fontsize=8)
+    if n_sys > 1:  # in a row above the bars (headroom kept), never over a bar's label
+        tallest = max((b.get_height() for b in ax.patches), default=0.0)
+        ax.set_ylim(0, 1.3 * tallest if tallest > 0 else 1.0)
+        ax.legend(fontsize=8, ncol=min(n_sys, 4), loc="upper center", frameon=False)
     fig.tight_layout()
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
