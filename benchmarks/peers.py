@@ -79,6 +79,7 @@ class Plan:
     decode_batch: int = 32
     new_tokens: int = 30
     decode_reps: int = 3
+    compiled_decode: bool = False  # seqlab decodes through its compiled step (--compiled-decode)
     check_sentences: int = 100
     rnn: prnn.RNNShape = prnn.RNNShape()
     rnn_steps: int = 4
@@ -214,8 +215,9 @@ def measure_decode(plan: Plan, log: Callable) -> tuple[list[dict[str, Any]], lis
                     rows.append(missing_row("decode", what, impl, prec, status))
                     continue
                 models[(impl, what, prec)] = model
+                how = "seqlab-compiled" if impl == "seqlab" and plan.compiled_decode else impl
                 variants[f"{impl} {what} {prec}"] = pdec.decode_rep(
-                    impl, model, batches, beam, plan.new_tokens, prec
+                    how, model, batches, beam, plan.new_tokens, prec
                 )
     log(f"[decode] {len(variants)} variants, {plan.sentences} sentences")
     timings = round_robin(variants, plan.decode_reps, warmup=1, log=log, device=plan.device)
@@ -230,6 +232,11 @@ def measure_decode(plan: Plan, log: Callable) -> tuple[list[dict[str, Any]], lis
                 "impl": impl,
                 "precision": prec,
                 "status": "ok",
+                **(
+                    {"label": "seqlab (compiled step)"}
+                    if impl == "seqlab" and plan.compiled_decode
+                    else {}
+                ),
                 "rate": t.rate,
                 "unit": "sentences/s",
                 "ms": ms,
@@ -365,6 +372,12 @@ def parse_args(argv: list[str]) -> tuple[argparse.Namespace, Plan]:
         help="keep: seqlab's keep_freed_memory() as its Trainer does (for every "
         "implementation: one process); default: glibc as is",
     )
+    p.add_argument(
+        "--compiled-decode",
+        action="store_true",
+        help="seqlab decodes through its compiled, weight-frozen step (seqlab.decode.compiled); "
+        "the compile falls in the warm-up repetition, timed apart in the log",
+    )
     p.add_argument("--out", default=str(ROOT / "docs" / "results.md"), help="markdown file")
     p.add_argument("--json", help="the record (default docs/figures/peers[-cuda].json)")
     args = p.parse_args(argv)
@@ -402,6 +415,8 @@ def parse_args(argv: list[str]) -> tuple[argparse.Namespace, Plan]:
             if value < 1:
                 p.error(f"--{name.replace('_', '-')} must be at least 1, got {value}")
             changes[name] = {size.name: value for size in (pm.TINY, pm.SMALL, pm.BASE)}
+    if args.compiled_decode:
+        changes["compiled_decode"] = True
     if kind == "cuda":  # a GPU's peak needs large products (2048² is launch-bound there),
         # and a step takes milliseconds there: more of them per timed repetition
         changes["device"] = args.device

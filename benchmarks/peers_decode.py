@@ -29,6 +29,7 @@ from benchmarks.peers_timing import peer_autocast
 from seqlab.data.collate import pad_batch
 from seqlab.data.vocab import BOS_ID, EOS_ID, PAD_ID
 from seqlab.decode import beam_search, greedy
+from seqlab.decode.compiled import compiled_decoder
 from seqlab.nn.masks import padding_mask
 from seqlab.train.precision import autocast_context
 
@@ -76,6 +77,17 @@ def seqlab_decode(model: nn.Module, src: Tensor, src_mask: Tensor, beam: int, n_
 
 
 @torch.no_grad()
+def seqlab_compiled_decode(
+    model: nn.Module, src: Tensor, src_mask: Tensor, beam: int, n_new: int
+) -> Tensor:
+    """As :func:`seqlab_decode`, the search driving the compiled, weight-frozen decoder
+    step (``seqlab.decode.compiled``; ``translate --compile``).  -> (B, n_new)."""
+    memory = model.encode(src, src_mask)  # (B, S, D)
+    state = model.init_state(memory, src_mask)
+    return search(compiled_decoder(model), state, src.size(0), beam, n_new)
+
+
+@torch.no_grad()
 def hf_decode(model: nn.Module, src: Tensor, src_mask: Tensor, beam: int, n_new: int) -> Tensor:
     """``generate`` with the KV cache; the decoder-start token removed.  -> (B, n_new)."""
     out = model.generate(
@@ -92,6 +104,7 @@ def hf_decode(model: nn.Module, src: Tensor, src_mask: Tensor, beam: int, n_new:
 
 DECODERS: dict[str, Callable[[nn.Module, Tensor, Tensor, int, int], Tensor]] = {
     "seqlab": seqlab_decode,
+    "seqlab-compiled": seqlab_compiled_decode,
     "hf": hf_decode,
 }
 
@@ -107,6 +120,7 @@ def decode_rep(
     """One repetition: decode every batch; returns the number of sentences. The model
     and the batches must be on one device already; autocast is that device's."""
     fn = DECODERS[impl]
+    autocast_of = "seqlab" if impl.startswith("seqlab") else impl
     n = sum(src.size(0) for src, _ in batches)
     device = batches[0][0].device
     model.eval()
@@ -114,7 +128,7 @@ def decode_rep(
     def run() -> int:
         cast = (
             autocast_context(precision, device)  # type: ignore[arg-type]
-            if impl == "seqlab"
+            if autocast_of == "seqlab"
             else peer_autocast(precision, device)
         )
         with cast:

@@ -157,6 +157,12 @@ def add_search_arguments(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument("--max-len-a", type=float, help=f"max output = a·|x| + b ({run % 'max_len_a'})")
     p.add_argument("--max-len-b", type=int, help=run % "max_len_b")
+    p.add_argument(
+        "--compile",
+        action="store_true",
+        help="Transformer only: decode through the compiled, weight-frozen decoder step "
+        "(a first compile of ~1 min, then faster steps; docs/decoding.md)",
+    )
 
 
 def search_overrides(args: argparse.Namespace) -> dict[str, Any]:
@@ -172,7 +178,7 @@ def search_overrides(args: argparse.Namespace) -> dict[str, Any]:
             raise SeqlabError(f"{flag} must be finite and >= 0, got {value}")
     if kw["max_len_a"] == 0 and kw["max_len_b"] == 0:
         raise SeqlabError("--max-len-a 0 --max-len-b 0 allows no output: give a positive limit")
-    return kw
+    return kw | {"test_compile": True if getattr(args, "compile", False) else None}
 
 
 def add_command(sub: argparse._SubParsersAction) -> None:

@@ -27,6 +27,7 @@ from torch import Tensor, nn
 from seqlab.data.collate import collate_seq2seq, pad_batch
 from seqlab.data.vocab import BOS_ID, EOS_ID, PAD_ID
 from seqlab.decode.beam import beam_search
+from seqlab.decode.compiled import compiled_decoder
 from seqlab.decode.greedy import greedy
 from seqlab.nn.masks import padding_mask
 
@@ -47,7 +48,9 @@ __all__ = [
 class SearchSettings:
     """How to decode: beam width K (1 with nbest 1 = greedy), n-best size, the length
     limit ⌊a·|x| + b⌋, GNMT length penalty α, GNMT coverage penalty β (beam search only;
-    needs a model with ``attention_coverage``: bahdanau, luong), and the batch budget."""
+    needs a model with ``attention_coverage``: bahdanau, luong), the batch budget, and
+    ``compiled``: decode through the Transformer's compiled, weight-frozen step
+    (``seqlab.decode.compiled``; the same search, a faster step after a first compile)."""
 
     beam: int = 5
     nbest: int = 1
@@ -56,6 +59,7 @@ class SearchSettings:
     length_penalty: float = 0.6
     coverage_penalty: float = 0.0
     batch_tokens: int = 16000
+    compiled: bool = False
 
     def __post_init__(self) -> None:
         if not 1 <= self.nbest <= self.beam:
@@ -169,6 +173,7 @@ def decode_ids(
     (B, T); beam tokens (B, N, T).
     """
     device = _device(model)
+    decoder = compiled_decoder(model) if settings.compiled else model  # .step for the search
     use_cp = settings.coverage_penalty > 0.0 and not settings.greedy
     coverage = coverage_of(model, settings.coverage_penalty) if use_cp else None
     out: list[list[tuple[list[int], float, float]] | None] = [None] * len(sources)
@@ -181,13 +186,13 @@ def decode_ids(
         state = model.init_state(memory, src_mask)
         B = len(batch)
         if settings.greedy:
-            res = greedy(model, state, B, BOS_ID, EOS_ID, max_len=limit, pad_id=PAD_ID)
+            res = greedy(decoder, state, B, BOS_ID, EOS_ID, max_len=limit, pad_id=PAD_ID)
             tokens = res.tokens[:, None]  # (B, 1, T)
             lens = res.lengths[:, None]  # (B, 1)
             scores, logps = res.scores[:, None], res.log_probs[:, None]  # (B, 1), (B, 1)
         else:
             res = beam_search(
-                model,
+                decoder,
                 state,
                 B,
                 BOS_ID,
