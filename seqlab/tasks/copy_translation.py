@@ -396,13 +396,19 @@ class CopyTranslationTask(Task):
         return nll, n_tok
 
     def _settings(self, beam: int, **kw: Any) -> SearchSettings:
+        """Search settings: a keyword given and not None wins, else the config's (the CLI
+        passes every search flag, None where the user gave none); others are ignored."""
         cfg = self.cfg
+
+        def pick(name: str) -> Any:
+            return getattr(cfg, name) if kw.get(name) is None else kw[name]
+
         return SearchSettings(
             beam=beam,
             nbest=1,
-            max_len_a=kw.get("max_len_a", cfg.max_len_a),
-            max_len_b=kw.get("max_len_b", cfg.max_len_b),
-            length_penalty=kw.get("length_penalty", cfg.length_penalty),
+            max_len_a=pick("max_len_a"),
+            max_len_b=pick("max_len_b"),
+            length_penalty=pick("length_penalty"),
             batch_tokens=cfg.eval_batch_tokens,
         )
 

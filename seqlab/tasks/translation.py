@@ -78,7 +78,7 @@ class TranslationConfig:
     ``sampling_sides``; 0 = off. Evaluation always uses the fixed segmentation.
     ``test_compile``: test-time decoding (every split but ``valid``, ``translate``,
     ``evaluate_files``) goes through the Transformer's compiled, weight-frozen decoder step
-    (``seqlab.decode.compiled``: greedy ~1.8× and beam 5 ~1.2× faster per step on a bf16
+    (``seqlab.decode.compiled``: greedy ~1.65× and beam 5 ~1.2× faster per step on a bf16
     CPU after a first compile of ~1 minute); validation during training never compiles.
     ``length_penalty`` (GNMT α) and ``coverage_penalty`` (GNMT β, beam search only; models
     with ``attention_coverage``: bahdanau, luong) are the search settings every decode of

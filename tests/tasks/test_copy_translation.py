@@ -176,3 +176,13 @@ def test_train_evaluate_translate_end_to_end(files, tmp_path):
     T, S = info["attention"].shape
     assert len(info["output"]) == T and S == len(info["source"]) == 7
     assert info["p_gen"].shape == (T,) and float(info["cov_loss"][0]) == 0.0
+
+
+def test_search_flags_left_out_are_the_configs(files):
+    """``seqlab translate`` passes every search flag, None where none was given: None means
+    the run's own setting (it used to reach SearchSettings as None and fail)."""
+    task = _task(files, max_len_a=1.5, max_len_b=7, length_penalty=0.8)
+    unset = dict(max_len_a=None, max_len_b=None, length_penalty=None, coverage_penalty=None)
+    assert task._settings(4, **unset, test_compile=None) == task._settings(4)
+    assert task._settings(4).max_len_a == 1.5 and task._settings(4).max_len_b == 7
+    assert task._settings(4, length_penalty=0.3).length_penalty == 0.3
