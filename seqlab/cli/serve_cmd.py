@@ -12,9 +12,34 @@ endpoint of the checkpoint's task. ``export`` writes the encoder and one decoder
 from __future__ import annotations
 
 import argparse
+import dataclasses
+import time
 from pathlib import Path
+from typing import Any
 
 from seqlab.errors import SeqlabError
+
+
+def compile_decoding(loaded: Any, beams: tuple[int, ...] = (1, 5)) -> float:
+    """Turn on the compiled decoder step for everything ``loaded`` decodes from now on
+    (``task.test_compile``; docs/decoding.md "Compiled decoding") and compile it at once,
+    translating two dummy sentences with each beam width, so that the first request does
+    not wait for the compile (~1 minute on a CPU). Returns the seconds it took.
+
+    Only translation runs of a Transformer: any other run is refused with a SeqlabError.
+    """
+    cfg = getattr(loaded.task, "cfg", None)
+    if not hasattr(cfg, "test_compile"):
+        raise SeqlabError(
+            f"--compile: task {loaded.config.task} has no compiled decoding "
+            "(translation runs of a Transformer only)"
+        )
+    loaded.task.cfg = dataclasses.replace(cfg, test_compile=True)
+    start = time.perf_counter()
+    for beam in dict.fromkeys(beams):  # in order, once each
+        # two sentences: a batch of 1 would compile a graph specialised to one row
+        loaded.task.translate(loaded.model, ["a", "a b c"], beam=beam)
+    return time.perf_counter() - start
 
 
 def _cmd_serve(args: argparse.Namespace) -> int:
@@ -40,6 +65,10 @@ def _cmd_serve(args: argparse.Namespace) -> int:
         ) from None
     data_dir = Path(args.data_dir) if args.data_dir else None
     loaded = api.load(args.path, data_dir=data_dir, device=args.device)
+    if args.compile:
+        beams = (5, 1, int(getattr(loaded.task.cfg, "test_beam", 5)))  # 5: a request's default
+        print("seqlab serve: compiling the decoder step …", flush=True)
+        print(f"seqlab serve: compiled in {compile_decoding(loaded, beams):.0f} s", flush=True)
     endpoint = endpoint_of(loaded.config.task)
     print(
         f"seqlab serve: {loaded.config.model} ({loaded.config.task}, step {loaded.step}) "
@@ -74,6 +103,12 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--batch-wait-ms", type=float, default=5.0, help="micro-batch gathering")
     p.add_argument("--data-dir", help="data folder (default ../shared/data)")
     p.add_argument("--device", default="cpu")
+    p.add_argument(
+        "--compile",
+        action="store_true",
+        help="Transformer translation: decode through the compiled, weight-frozen decoder "
+        "step, compiled before serving (~1 min; docs/decoding.md)",
+    )
     p.set_defaults(func=_cmd_serve)
 
     p = sub.add_parser("export", help="TorchScript / ONNX encoder + decoder step of a checkpoint")
