@@ -26,6 +26,7 @@ def test_decoder_step_is_one_graph():
 
 
 @pytest.mark.slow
+@pytest.mark.compiles
 def test_compiled_greedy_decodes_the_eager_tokens(capsys):
     threads = torch.get_num_threads()  # the probe sets --threads
     try:

@@ -17,6 +17,8 @@ never used; steps always run without autograd.
 
 from __future__ import annotations
 
+import os
+import shutil
 import weakref
 from typing import Any
 
@@ -45,6 +47,13 @@ class CompiledStep:
     def __init__(self, model: nn.Module) -> None:
         if not callable(getattr(model, "step", None)):
             raise SeqlabError(f"{type(model).__name__} has no decoder step to compile")
+        on_cpu = next(model.parameters()).device.type == "cpu"
+        if on_cpu and not (os.environ.get("CXX") or shutil.which("g++") or shutil.which("clang++")):
+            raise SeqlabError(
+                "compiled decoding on a CPU needs a C++ compiler for torch.compile (g++ or "
+                "clang++ on PATH, or $CXX): install one (e.g. apt install g++) or decode "
+                "without --compile"
+            )
         self.model = model
         self.versions = _weight_versions(model)
         import torch._inductor.config as inductor_config  # heavy: only when compiling

@@ -33,6 +33,7 @@ def _sources(n: int = 10) -> list[list[int]]:
 
 
 @pytest.mark.slow
+@pytest.mark.compiles
 def test_compiled_decoding_equals_eager():
     model, sources = _model(), _sources()
     torch._dynamo.reset()
@@ -50,6 +51,7 @@ def test_compiled_decoding_equals_eager():
         torch._dynamo.reset()
 
 
+@pytest.mark.compiles  # builds a CompiledStep, which checks for a compiler
 def test_compiled_step_is_kept_until_the_weights_change():
     model = _model()
     first = compiled_decoder(model)
@@ -72,3 +74,10 @@ def test_cli_flag():
     add_search_arguments(p)
     assert search_overrides(p.parse_args(["--compile"]))["test_compile"] is True
     assert search_overrides(p.parse_args([]))["test_compile"] is None  # the run's own
+
+
+def test_a_missing_cpp_compiler_is_a_clear_error(monkeypatch):
+    monkeypatch.delenv("CXX", raising=False)
+    monkeypatch.setenv("PATH", "/nonexistent")
+    with pytest.raises(SeqlabError, match="needs a C\\+\\+ compiler"):
+        compiled_decoder(_model())

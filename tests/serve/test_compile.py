@@ -13,6 +13,7 @@ SENTENCES = ["ein hund", "eine katze läuft", "der mann sieht den hund", "ein ki
 
 
 @pytest.mark.slow
+@pytest.mark.compiles
 def test_compiled_server_translates_what_eager_does(translation_dir):
     eager, fast = api.load(translation_dir), api.load(translation_dir)  # fresh: it is mutated
     try:
