@@ -8,8 +8,9 @@
 row per hypothesis, ~1,100 small operators per step for 32 rows, so per-operator
 overhead, not the GEMMs, is most of it (docs/perf-notes-decoding.md §13, §15). Here
 ``model.step`` (embedding, the decoder layers with their K/V caches, the output layer) is
-compiled once with ``torch.compile(dynamic=True)`` (inductor, default mode; with
-``--freeze``, inductor's weight freezing, which pre-packs the linear layers' weights),
+compiled once by ``seqlab.decode.compiled.CompiledStep`` (``torch.compile(dynamic=True)``,
+inductor, default mode; with ``--freeze``, inductor's weight freezing, which pre-packs the
+linear layers' weights, as ``translate --compile`` always does),
 and seqlab's own ``greedy`` / ``beam_search`` call it: the same workload as
 ``benchmarks/peers.py``'s decoding rows (synthetic sources of 14–20 tokens, batches of 32,
 exactly 30 new tokens, random weights). The compile (all shapes of a first pass) is timed
@@ -35,19 +36,12 @@ if __package__ in (None, ""):  # run as a script: make the sibling benchmarks im
     sys.path.insert(0, str(ROOT))
 from benchmarks import peers_decode as pdec  # noqa: E402
 from benchmarks import peers_models as pm  # noqa: E402
+from seqlab.decode.compiled import CompiledStep  # noqa: E402
 from seqlab.train.allocator import keep_freed_memory  # noqa: E402
 from seqlab.train.precision import autocast_context  # noqa: E402
 
 SIZES = {"small": pm.SMALL, "tiny": pm.TINY}
 N_NEW = 30
-
-
-class CompiledStep:
-    """The model as seqlab.decode sees it (a ``StepDecoder``), with ``step`` compiled."""
-
-    def __init__(self, model: nn.Module) -> None:
-        self.model = model
-        self.step = torch.compile(model.step, dynamic=True)
 
 
 def decode_all(
@@ -85,9 +79,6 @@ def main(argv: list[str] | None = None) -> list[dict[str, float]]:
     args = p.parse_args(argv)
     torch.set_num_threads(args.threads)
     keep_freed_memory()  # as benchmarks/peers.py and the Trainer run
-    import torch._inductor.config as inductor_config
-
-    inductor_config.freezing = args.freeze
     size = SIZES[args.size]
     torch.manual_seed(0)
     sources = [s for s, _ in pm.make_pairs(args.sentences, size, seed=1)]
@@ -107,7 +98,7 @@ def main(argv: list[str] | None = None) -> list[dict[str, float]]:
     rows = []
     for beam in (int(b) for b in args.beams.split(",")):
         torch._dynamo.reset()
-        compiled = CompiledStep(model)
+        compiled = CompiledStep(model, freeze=args.freeze)  # the library's step
         first_s, tokens_c = timed(compiled, model, batches, beam, args.precision)
         _, tokens_e = timed(model, model, batches, beam, args.precision)
         same = (tokens_c == tokens_e).float().mean().item()

@@ -19,6 +19,7 @@ decoder at every step (no cache, no padding, no other rows).
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -69,22 +70,16 @@ def search(decoder: object, state: object, B: int, beam: int, n_new: int) -> Ten
 
 
 @torch.no_grad()
-def seqlab_decode(model: nn.Module, src: Tensor, src_mask: Tensor, beam: int, n_new: int) -> Tensor:
-    """Batched, K/V-cached decode of one batch with seqlab.decode.  -> (B, n_new)."""
-    memory = model.encode(src, src_mask)  # (B, S, D)
-    state = model.init_state(memory, src_mask)
-    return search(model, state, src.size(0), beam, n_new)
-
-
-@torch.no_grad()
-def seqlab_compiled_decode(
-    model: nn.Module, src: Tensor, src_mask: Tensor, beam: int, n_new: int
+def seqlab_decode(
+    model: nn.Module, src: Tensor, src_mask: Tensor, beam: int, n_new: int, compiled: bool = False
 ) -> Tensor:
-    """As :func:`seqlab_decode`, the search driving the compiled, weight-frozen decoder
-    step (``seqlab.decode.compiled``; ``translate --compile``).  -> (B, n_new)."""
+    """Batched, K/V-cached decode of one batch with seqlab.decode; ``compiled``: through the
+    compiled, weight-frozen decoder step (``seqlab.decode.compiled``; ``translate
+    --compile``).  -> (B, n_new)."""
     memory = model.encode(src, src_mask)  # (B, S, D)
     state = model.init_state(memory, src_mask)
-    return search(compiled_decoder(model), state, src.size(0), beam, n_new)
+    decoder = compiled_decoder(model) if compiled else model
+    return search(decoder, state, src.size(0), beam, n_new)
 
 
 @torch.no_grad()
@@ -104,7 +99,7 @@ def hf_decode(model: nn.Module, src: Tensor, src_mask: Tensor, beam: int, n_new:
 
 DECODERS: dict[str, Callable[[nn.Module, Tensor, Tensor, int, int], Tensor]] = {
     "seqlab": seqlab_decode,
-    "seqlab-compiled": seqlab_compiled_decode,
+    "seqlab-compiled": functools.partial(seqlab_decode, compiled=True),
     "hf": hf_decode,
 }
 

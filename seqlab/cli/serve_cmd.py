@@ -12,7 +12,6 @@ endpoint of the checkpoint's task. ``export`` writes the encoder and one decoder
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import time
 from pathlib import Path
 from typing import Any
@@ -28,13 +27,9 @@ def compile_decoding(loaded: Any, beams: tuple[int, ...] = (1, 5)) -> float:
 
     Only translation runs of a Transformer: any other run is refused with a SeqlabError.
     """
-    cfg = getattr(loaded.task, "cfg", None)
-    if not hasattr(cfg, "test_compile"):
-        raise SeqlabError(
-            f"--compile: task {loaded.config.task} has no compiled decoding "
-            "(translation runs of a Transformer only)"
-        )
-    loaded.task.cfg = dataclasses.replace(cfg, test_compile=True)
+    from seqlab.cli.translate_cmd import use_compiled_decoding
+
+    use_compiled_decoding(loaded)
     start = time.perf_counter()
     for beam in dict.fromkeys(beams):  # in order, once each
         # two sentences: a batch of 1 would compile a graph specialised to one row

@@ -14,13 +14,16 @@ Each command calls the function of ``seqlab.api`` of the same name; errors are
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import json
 import os
 from pathlib import Path
 from typing import Any
 
-from seqlab.cli.translate_cmd import add_search_arguments, search_overrides
+from seqlab.cli.translate_cmd import (
+    add_search_arguments,
+    search_overrides,
+    use_compiled_decoding,
+)
 from seqlab.errors import SeqlabError
 
 
@@ -94,10 +97,7 @@ def _cmd_evaluate(args: argparse.Namespace) -> int:
             f"task {loaded.config.task} has no split '{args.split}'; it has: {', '.join(splits)}"
         )
     if getattr(args, "compile", False):
-        cfg = getattr(loaded.task, "cfg", None)
-        if not hasattr(cfg, "test_compile"):
-            raise SeqlabError(f"--compile: task {loaded.config.task} has no compiled decoding")
-        loaded.task.cfg = dataclasses.replace(cfg, test_compile=True)
+        use_compiled_decoding(loaded)
     metrics = loaded.evaluate(args.split)
     signatures = dict(getattr(metrics, "signatures", None) or {})
     record = {"checkpoint": str(loaded.checkpoint), "step": loaded.step, "split": args.split}

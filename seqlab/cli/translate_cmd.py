@@ -16,6 +16,7 @@ tokenizer travel inside it). :func:`print_file_scores` prints ``evaluate_files``
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import math
 import sys
@@ -179,6 +180,18 @@ def search_overrides(args: argparse.Namespace) -> dict[str, Any]:
     if kw["max_len_a"] == 0 and kw["max_len_b"] == 0:
         raise SeqlabError("--max-len-a 0 --max-len-b 0 allows no output: give a positive limit")
     return kw | {"test_compile": True if getattr(args, "compile", False) else None}
+
+
+def use_compiled_decoding(loaded: Any) -> None:
+    """``--compile`` on a loaded run: its test-time decoding goes through the compiled
+    decoder step from now on (``task.test_compile``); a task without it is refused."""
+    cfg = getattr(loaded.task, "cfg", None)
+    if not hasattr(cfg, "test_compile"):
+        raise SeqlabError(
+            f"--compile: task {loaded.config.task} has no compiled decoding "
+            "(translation runs of a Transformer only)"
+        )
+    loaded.task.cfg = dataclasses.replace(cfg, test_compile=True)
 
 
 def add_command(sub: argparse._SubParsersAction) -> None:

@@ -30,6 +30,12 @@ from seqlab.errors import SeqlabError
 _COMPILED: weakref.WeakKeyDictionary[nn.Module, CompiledStep] = weakref.WeakKeyDictionary()
 
 
+def cpp_compiler() -> str | None:
+    """The C++ compiler torch.compile's CPU backend (inductor) would use: ``$CXX``, else
+    g++ or clang++ on PATH; None if there is none."""
+    return os.environ.get("CXX") or shutil.which("g++") or shutil.which("clang++")
+
+
 def _weight_versions(model: nn.Module) -> tuple[int, ...]:
     """The in-place version counter of every parameter and buffer (bumped by optimizer
     steps, ``copy_``, ``load_state_dict``), and their identities."""
@@ -39,16 +45,17 @@ def _weight_versions(model: nn.Module) -> tuple[int, ...]:
 
 class CompiledStep:
     """A ``StepDecoder`` (``seqlab.decode.state``) whose ``step`` is ``model.step`` compiled
-    with frozen weights. Use :func:`compiled_decoder` rather than building one directly.
+    with frozen weights (``freeze=False``: without, for measuring only). Use
+    :func:`compiled_decoder` rather than building one directly.
 
     Shapes: as ``model.step``: y_prev (B,) long -> logits (B, V), new state.
     """
 
-    def __init__(self, model: nn.Module) -> None:
+    def __init__(self, model: nn.Module, freeze: bool = True) -> None:
         if not callable(getattr(model, "step", None)):
             raise SeqlabError(f"{type(model).__name__} has no decoder step to compile")
         on_cpu = next(model.parameters()).device.type == "cpu"
-        if on_cpu and not (os.environ.get("CXX") or shutil.which("g++") or shutil.which("clang++")):
+        if on_cpu and cpp_compiler() is None:
             raise SeqlabError(
                 "compiled decoding on a CPU needs a C++ compiler for torch.compile (g++ or "
                 "clang++ on PATH, or $CXX): install one (e.g. apt install g++) or decode "
@@ -59,12 +66,13 @@ class CompiledStep:
         import torch._inductor.config as inductor_config  # heavy: only when compiling
 
         self._inductor_config = inductor_config
+        self.freeze = freeze  # False only to measure what freezing adds (the probe)
         self._step = torch.compile(model.step, dynamic=True)
 
     def step(self, y_prev: Tensor, state: Any) -> tuple[Tensor, Any]:
         # Compiling is lazy (first call, and again for new shapes), so freezing is set around
         # every call; torch.compile(options={"freezing": True}) was measured not to freeze.
-        with torch.no_grad(), self._inductor_config.patch(freezing=True):
+        with torch.no_grad(), self._inductor_config.patch(freezing=self.freeze):
             return self._step(y_prev, state)
 
 
