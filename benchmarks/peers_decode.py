@@ -71,13 +71,20 @@ def search(decoder: object, state: object, B: int, beam: int, n_new: int) -> Ten
 
 @torch.no_grad()
 def seqlab_decode(
-    model: nn.Module, src: Tensor, src_mask: Tensor, beam: int, n_new: int, compiled: bool = False
+    model: nn.Module,
+    src: Tensor,
+    src_mask: Tensor,
+    beam: int,
+    n_new: int,
+    compiled: bool = False,
+    cache: str = "tree",
 ) -> Tensor:
     """Batched, K/V-cached decode of one batch with seqlab.decode; ``compiled``: through the
     compiled, weight-frozen decoder step (``seqlab.decode.compiled``; ``translate
-    --compile``).  -> (B, n_new)."""
+    --compile``); ``cache``: the decoder's self-attention cache, "tree" (the default,
+    seqlab/nn/tree_kv_cache.py) or "concat".  -> (B, n_new)."""
     memory = model.encode(src, src_mask)  # (B, S, D)
-    state = model.init_state(memory, src_mask)
+    state = model.init_state(memory, src_mask, cache=cache)
     decoder = compiled_decoder(model) if compiled else model
     return search(decoder, state, src.size(0), beam, n_new)
 
@@ -100,6 +107,8 @@ def hf_decode(model: nn.Module, src: Tensor, src_mask: Tensor, beam: int, n_new:
 DECODERS: dict[str, Callable[[nn.Module, Tensor, Tensor, int, int], Tensor]] = {
     "seqlab": seqlab_decode,
     "seqlab-compiled": functools.partial(seqlab_decode, compiled=True),
+    "seqlab-concat": functools.partial(seqlab_decode, cache="concat"),
+    "seqlab-compiled-concat": functools.partial(seqlab_decode, compiled=True, cache="concat"),
     "hf": hf_decode,
 }
 

@@ -72,8 +72,16 @@ class CompiledStep:
     def step(self, y_prev: Tensor, state: Any) -> tuple[Tensor, Any]:
         # Compiling is lazy (first call, and again for new shapes), so freezing is set around
         # every call; torch.compile(options={"freezing": True}) was measured not to freeze.
+        # A TreeKVCache's Python bookkeeping (copy on a second write, grow the buffer,
+        # record how far it is written) runs here, outside the graph.
+        ready, written = getattr(state, "ready", None), getattr(state, "written", None)
+        if callable(ready):
+            state = ready()
         with torch.no_grad(), self._inductor_config.patch(freezing=self.freeze):
-            return self._step(y_prev, state)
+            logits, state = self._step(y_prev, state)
+        if callable(written):
+            state.written()
+        return logits, state
 
 
 def compiled_decoder(model: nn.Module) -> CompiledStep:

@@ -24,7 +24,7 @@ from seqlab.nn.embedding import Embedding, tied_logits
 from seqlab.nn.multihead import MultiHeadAttention
 from seqlab.nn.positional import LearnedPositionalEmbedding, SinusoidalPositionalEncoding
 from seqlab.nn.transformer import TransformerEncoder
-from seqlab.nn.transformer_decoder import TransformerDecoder, TransformerDecoderState
+from seqlab.nn.transformer_decoder import SelfCache, TransformerDecoder, TransformerDecoderState
 from seqlab.registry import MODELS
 
 
@@ -113,8 +113,12 @@ class TransformerSeq2Seq(nn.Module):
         h = self.decoder(y, memory, tgt_mask, src_mask)[0]  # (B, T, D)
         return self.output(h)  # (B, T, V)
 
-    def init_state(self, memory: Tensor, src_mask: Tensor) -> TransformerDecoderState:
-        return self.decoder.init_state(memory, src_mask)
+    def init_state(
+        self, memory: Tensor, src_mask: Tensor, cache: SelfCache = "tree"
+    ) -> TransformerDecoderState:
+        """The decoder's state before the first step; ``cache`` picks the self-attention
+        cache ("tree", the default, or "concat": ``TransformerDecoderLayer.init_state``)."""
+        return self.decoder.init_state(memory, src_mask, cache)
 
     def step(
         self, y_prev: Tensor, state: TransformerDecoderState

@@ -27,6 +27,7 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Iterator
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import torch
 import torch.nn.functional as F
@@ -34,6 +35,9 @@ from torch import Tensor, nn
 
 from seqlab.nn.attention import scaled_dot
 from seqlab.nn.masks import masked_softmax
+
+if TYPE_CHECKING:
+    from seqlab.nn.tree_kv_cache import TreeKVCache
 
 # A single query row on CPU goes through the readable path's matmuls, not SDPA (see
 # ``MultiHeadAttention._fused``); ``always_sdpa()`` turns that off, for benchmarks and tests.
@@ -215,7 +219,7 @@ class MultiHeadAttention(nn.Module):
     def attend(
         self,
         query: Tensor,
-        kv: KVCache,
+        kv: KVCache | TreeKVCache,
         mask: Tensor | None = None,
         need_weights: bool = False,
     ) -> tuple[Tensor, Tensor | None]:
@@ -231,6 +235,10 @@ class MultiHeadAttention(nn.Module):
         self._check_mask(mask, (B, self.n_heads, T, kv.length))
         q = self._split_heads(self.W_q(query))  # (B, H, T, Dh)
         p = self.dropout if self.training else 0.0
+        if not isinstance(kv, KVCache):  # a TreeKVCache (seqlab.nn.tree_kv_cache)
+            if not need_weights:
+                return self.W_o(self._tree(q, kv, mask, p)), None  # (B, T, d_model)
+            kv = kv.flat()  # (B, H, S, Dh) each row's own positions, for the weights
         if kv.group > 1 and (need_weights or T != 1):
             kv = kv.expanded()  # a decoder step's fast path reads a shared cache as it is
         if need_weights:
@@ -284,6 +292,20 @@ class MultiHeadAttention(nn.Module):
             mask = mask[::G]  # (B/G, ·, 1, S) one row per group
         z = MultiHeadAttention._kernel(q, KVCache(kv.k, kv.v), mask, p, step=True)
         return z.transpose(1, 2).reshape(B, H, 1, Dh)  # (B, H, 1, Dh) row g·G + j
+
+    def _tree(self, q: Tensor, tree: TreeKVCache, mask: Tensor | None, p: float) -> Tensor:
+        """The fast path on a ``TreeKVCache``: the G rows of an input query all t·G entries
+        of their input at once, each masked to its own slot per step (``keep_mask``), so
+        z is what each row's own t positions give; see seqlab/nn/tree_kv_cache.py.
+
+        Shapes: q (B, H, T, Dh), mask broadcastable to (B, 1, T, S) -> (B, T, d_model)
+        """
+        B, _, T, _ = q.shape
+        z = self._kernel(
+            tree.queries_by_input(q), tree.entries(), tree.keep_mask(mask, T), p, step=True
+        )  # (N, H, G·T, Dh)
+        z = tree.rows_from_inputs(z, T)  # (B, H, T, Dh)
+        return z.transpose(1, 2).reshape(B, T, self.d_model)  # (B, T, d_model)
 
     @staticmethod
     def _kernel(q: Tensor, kv: KVCache, mask: Tensor | None, p: float, step: bool) -> Tensor:

@@ -11,12 +11,16 @@ change when a new position is appended (causal mask), so each layer caches them
 (``DecoderLayerState.self_kv`` grows by one position per step) and the encoder–decoder
 keys/values are projected once from the memory (``cross_kv``). ``step`` then costs
 O(t) per position instead of re-running O(t²). tests/nn/test_transformer_decoder.py
-proves cached step decoding == the teacher-forced forward with a causal mask.
+proves cached step decoding == the teacher-forced forward with a causal mask. The
+self-attention cache is a ``TreeKVCache`` by default (seqlab/nn/tree_kv_cache.py: written
+in place, and beam search reorders its hypotheses without copying it); ``cache="concat"``
+gives the plain ``KVCache`` that grows by concatenation, the reference it is tested against.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Literal
 
 from torch import Tensor, nn
 
@@ -24,7 +28,10 @@ from seqlab.decode.state import reorder_fields, static_field
 from seqlab.nn.masks import attention_mask, causal_mask
 from seqlab.nn.multihead import KVCache, MultiHeadAttention
 from seqlab.nn.transformer import Activation, FeedForward, ResidualSublayers
+from seqlab.nn.tree_kv_cache import TreeKVCache
 
+# The self-attention cache of incremental decoding (``TransformerDecoderLayer.init_state``).
+SelfCache = Literal["tree", "concat"]
 # (α_self (B, H, T, T), α_cross (B, H, T, S)) of one decoder layer.
 LayerWeights = tuple[Tensor, Tensor]
 
@@ -37,11 +44,12 @@ class DecoderLayerState:
     hypothesis of an input, so beam search does not copy it when it reorders.
 
     Shapes:
-        self_kv:  KVCache (B, H, t, Dh), keys/values of the t positions decoded so far
+        self_kv:  keys/values of the t positions decoded so far: TreeKVCache (B rows, t
+                  positions; seqlab.nn.tree_kv_cache) or KVCache (B, H, t, Dh)
         cross_kv: KVCache (B, H, S, Dh), keys/values of the memory (computed once)
     """
 
-    self_kv: KVCache
+    self_kv: KVCache | TreeKVCache
     cross_kv: KVCache = static_field()
 
     def reorder(self, index: Tensor, within_inputs: bool = False) -> DecoderLayerState:
@@ -76,6 +84,23 @@ class TransformerDecoderState:
         """Keep batch rows ``index`` (B',) in every cache, mask and weight (static ones
         kept as they are when ``within_inputs``, see ``seqlab.decode.reorder_state``)."""
         return reorder_fields(self, index, within_inputs)
+
+    def ready(self, T_new: int = 1) -> TransformerDecoderState:
+        """Every layer's ``TreeKVCache.ready``: buffers that appending T' positions may
+        write in place. For a compiled step, which cannot run it inside its graph."""
+        layers = [
+            DecoderLayerState(lay.self_kv.ready(T_new), lay.cross_kv)
+            if isinstance(lay.self_kv, TreeKVCache)
+            else lay
+            for lay in self.layers
+        ]
+        return TransformerDecoderState(layers, self.memory_mask, self.weights)
+
+    def written(self) -> None:
+        """Every layer's ``TreeKVCache.written``, after a compiled step."""
+        for lay in self.layers:
+            if isinstance(lay.self_kv, TreeKVCache):
+                lay.self_kv.written()
 
 
 class TransformerDecoderLayer(ResidualSublayers):
@@ -133,12 +158,19 @@ class TransformerDecoderLayer(ResidualSublayers):
         y, _, weights = self.sublayers(y, None, cross_kv, self_mask, memory_mask, need_weights)
         return y, weights
 
-    def init_state(self, memory: Tensor) -> DecoderLayerState:
-        """Empty self-attention cache (t = 0) and the memory's projected keys/values."""
+    def init_state(self, memory: Tensor, cache: SelfCache = "tree") -> DecoderLayerState:
+        """Empty self-attention cache (t = 0) and the memory's projected keys/values.
+
+        ``cache``: "tree" (``TreeKVCache``: written in place, reordered by beam search
+        without a copy) or "concat" (``KVCache``: a new tensor per step, the reference).
+        """
         B = memory.size(0)
         H, Dh = self.self_attn.n_heads, self.self_attn.d_k
         empty = memory.new_zeros(B, H, 0, Dh)  # (B, H, 0, Dh)
-        return DecoderLayerState(KVCache(empty, empty), self.cross_attn.project_kv(memory, memory))
+        if cache not in ("tree", "concat"):
+            raise ValueError(f"cache must be 'tree' or 'concat', got {cache!r}")
+        own = TreeKVCache.empty(empty) if cache == "tree" else KVCache(empty, empty)
+        return DecoderLayerState(own, self.cross_attn.project_kv(memory, memory))
 
     def step(
         self,
@@ -165,12 +197,12 @@ class TransformerDecoderLayer(ResidualSublayers):
     def sublayers(
         self,
         y: Tensor,
-        past_kv: KVCache | None,
+        past_kv: KVCache | TreeKVCache | None,
         cross_kv: KVCache,
         self_mask: Tensor | None,
         memory_mask: Tensor | None,
         need_weights: bool,
-    ) -> tuple[Tensor, KVCache, LayerWeights | None]:
+    ) -> tuple[Tensor, KVCache | TreeKVCache, LayerWeights | None]:
         """The three wrapped sublayers; ``past_kv`` holds earlier positions' self K/V.
 
         Shapes: y (B, T, D), past_kv (B, H, t, Dh) or None -> y (B, T, D),
@@ -178,7 +210,9 @@ class TransformerDecoderLayer(ResidualSublayers):
         """
         h = self.sublayer_in(y, self.norm1)  # (B, T, D)
         self_kv = self.self_attn.project_kv(h, h)  # (B, H, T, Dh)
-        if past_kv is not None:
+        if isinstance(past_kv, TreeKVCache):
+            self_kv = past_kv.append(self_kv)  # t+T positions, written in place
+        elif past_kv is not None:
             self_kv = past_kv.cat(self_kv)  # (B, H, t+T, Dh)
         # a (B, T, D), α_self (B, H, T, t+T) or None
         a, alpha_self = self.self_attn.attend(h, self_kv, self_mask, need_weights)
@@ -256,14 +290,15 @@ class TransformerDecoder(nn.Module):
         return y, (weights if need_weights else None)
 
     def init_state(
-        self, memory: Tensor, memory_mask: Tensor | None = None
+        self, memory: Tensor, memory_mask: Tensor | None = None, cache: SelfCache = "tree"
     ) -> TransformerDecoderState:
         """Nothing decoded yet; the memory's keys/values projected once per layer.
+        ``cache``: the self-attention cache, "tree" or "concat" (``TransformerDecoderLayer.init_state``).
 
         Shapes: memory (B, S, D), memory_mask (B, S) bool or None.
         """
         return TransformerDecoderState(
-            [layer.init_state(memory) for layer in self.layers], memory_mask
+            [layer.init_state(memory, cache) for layer in self.layers], memory_mask
         )
 
     def step(

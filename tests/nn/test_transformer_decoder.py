@@ -11,6 +11,7 @@ from torch import nn
 
 from seqlab.nn.masks import attention_mask, causal_mask, padding_mask
 from seqlab.nn.transformer_decoder import TransformerDecoder, TransformerDecoderLayer
+from seqlab.nn.tree_kv_cache import TreeKVCache
 from tests.nn.test_transformer import (
     D_FF,
     DTYPES,
@@ -103,13 +104,14 @@ def test_decoder_stack_equals_torch_including_final_norm(norm_first):
 # -------------------------------------------------------------- incremental decoding
 
 
+@pytest.mark.parametrize("cache", ["tree", "concat"])
 @pytest.mark.parametrize("norm_first", [False, True])
-def test_cached_step_decoding_equals_teacher_forcing(norm_first):
+def test_cached_step_decoding_equals_teacher_forcing(norm_first, cache):
     dec = decoder(norm_first)
     y, memory, _, memory_mask = target_and_memory()
     full, full_w = dec(y, memory, None, memory_mask, need_weights=True)  # (B, T, D)
 
-    state = dec.init_state(memory, memory_mask)
+    state = dec.init_state(memory, memory_mask, cache)
     outs = []
     for t in range(T):
         assert state.length == t
@@ -120,10 +122,14 @@ def test_cached_step_decoding_equals_teacher_forcing(norm_first):
             torch.testing.assert_close(a[:, :, 0], a_full[:, :, t, : t + 1], atol=TOL64, rtol=0)
             torch.testing.assert_close(c[:, :, 0], c_full[:, :, t], atol=TOL64, rtol=0)
     torch.testing.assert_close(torch.cat(outs, 1), full, atol=TOL64, rtol=TOL64)
-    assert state.layers[0].self_kv.k.shape == (B, H, T, D // H)
+    own = state.layers[0].self_kv
+    if isinstance(own, TreeKVCache):
+        assert own.slot.shape == (B, T)
+        own = own.flat()  # each row's positions in order
+    assert own.k.shape == (B, H, T, D // H)
 
     # Feeding several known positions at once (a prompt), then one by one, is the same.
-    state = dec.init_state(memory, memory_mask)
+    state = dec.init_state(memory, memory_mask, cache)
     first, state = dec.step(y[:, :3], state)  # (B, 3, D)
     fourth, state = dec.step(y[:, 3:4], state)  # (B, 1, D)
     assert state.length == 4

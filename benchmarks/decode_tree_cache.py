@@ -1,0 +1,113 @@
+"""The decoder's self-attention cache: ``TreeKVCache`` (written in place, reordered by beam
+search without a copy) against the concatenating ``KVCache``.
+
+    python benchmarks/decode_tree_cache.py [--searches 1,5] [--precisions bf16,fp32]
+        [--sentences 100] [--batch 32] [--new-tokens 30] [--reps 5] [--threads 2]
+        [--compiled]
+
+The workload of ``benchmarks/peers.py``'s decoding section (random-weight small
+Transformer, d 256, 3 + 3 layers, vocabulary 8,000; sources of U[14, 20] tokens + EOS in
+batches of ``--batch``; exactly ``--new-tokens`` tokens per sentence, EOS forbidden until
+then; α 0.6), through ``benchmarks/peers_decode.py``'s ``decode_rep`` under seqlab's
+autocast. ``--compiled``: both variants through the compiled, weight-frozen step
+(``seqlab.decode.compiled``; the first pass compiles, outside the timing).
+
+Per search and precision, the two caches run back to back in every repetition (the
+order alternates). Printed: ms per decoder step (median over ``--reps``; steps = batches ×
+new tokens), sentences/s, the speed-up as the median over repetitions of concat time /
+tree time (paired, so slow drift of a shared machine cancels), and whether the 1-best
+tokens are identical.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import time
+from pathlib import Path
+
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from benchmarks import peers_decode as pdec  # noqa: E402
+from benchmarks import peers_models as pm  # noqa: E402
+from seqlab.train.precision import autocast_context  # noqa: E402
+
+CACHES = ("concat", "tree")
+
+
+def one_best(model, batches, beam: int, n_new: int, impl: str, precision: str) -> list:
+    """The 1-best tokens of every batch with one variant.  -> [(B, n_new)]."""
+    with torch.no_grad(), autocast_context(precision, torch.device("cpu")):  # type: ignore[arg-type]
+        return [pdec.DECODERS[impl](model, s, m, beam, n_new) for s, m in batches]
+
+
+def measure(model, batches, beam: int, precision: str, args: argparse.Namespace) -> str:
+    """One markdown row: both caches at one beam width and precision."""
+    prefix = "seqlab-compiled" if args.compiled else "seqlab"
+    impls = {c: prefix if c == "tree" else f"{prefix}-concat" for c in CACHES}
+    best = {c: one_best(model, batches, beam, args.new_tokens, impls[c], precision) for c in CACHES}
+    same = all(torch.equal(a, b) for a, b in zip(best["concat"], best["tree"], strict=True))
+    runs = {
+        c: pdec.decode_rep(impls[c], model, batches, beam, args.new_tokens, precision)
+        for c in CACHES
+    }
+    for run in runs.values():
+        run()  # warm-up
+    times: dict[str, list[float]] = {c: [] for c in CACHES}
+    for r in range(args.reps):
+        for c in CACHES if r % 2 == 0 else CACHES[::-1]:
+            t0 = time.perf_counter()
+            runs[c]()
+            times[c].append(time.perf_counter() - t0)
+    steps = len(batches) * args.new_tokens
+    n = sum(src.size(0) for src, _ in batches)
+    ms = {c: 1000 * statistics.median(times[c]) / steps for c in CACHES}
+    speed = statistics.median(a / b for a, b in zip(times["concat"], times["tree"]))
+    search = "greedy" if beam == 1 else f"beam {beam}"
+    sent = {c: n / statistics.median(times[c]) for c in CACHES}
+    row = (
+        f"| {search} | {precision} | {ms['concat']:.2f} | {ms['tree']:.2f} | "
+        f"{sent['concat']:.1f} | {sent['tree']:.1f} | {speed:.2f}× | {'yes' if same else 'NO'} |"
+    )
+    print(row, flush=True)
+    return row
+
+
+def main(argv: list[str] | None = None) -> list[str]:
+    """Run the comparison, print and return the markdown table."""
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--searches", default="1,5", help="beam widths; 1 = greedy")
+    p.add_argument("--precisions", default="bf16,fp32")
+    p.add_argument("--sentences", type=int, default=100)
+    p.add_argument("--batch", type=int, default=32)
+    p.add_argument("--new-tokens", type=int, default=30)
+    p.add_argument("--reps", type=int, default=5)
+    p.add_argument("--threads", type=int, default=2)
+    p.add_argument("--compiled", action="store_true")
+    args = p.parse_args(argv)
+    torch.set_num_threads(args.threads)
+    torch.manual_seed(0)
+    sources = [s for s, _ in pm.make_pairs(args.sentences, pm.SMALL, seed=1)]
+    batches = pdec.source_batches(sources, args.batch)
+    model = pm.build_seqlab(pm.SMALL)[0].eval()
+    print(
+        f"{args.sentences} sentences in batches of {args.batch}, {args.new_tokens} new tokens, "
+        f"{args.reps} reps, {args.threads} threads{', compiled step' if args.compiled else ''}"
+    )
+    rows = [
+        "| search | precision | concat ms / step | tree ms / step | concat sentences / s "
+        "| tree sentences / s | speed-up (paired median) | same 1-best |",
+        "|---|---|---:|---:|---:|---:|---:|---|",
+    ]
+    print("\n".join(rows), flush=True)
+    for beam in (int(b) for b in args.searches.split(",")):
+        for precision in args.precisions.split(","):
+            rows.append(measure(model, batches, beam, precision, args))
+    return rows
+
+
+if __name__ == "__main__":
+    main()
