@@ -293,7 +293,8 @@ class TransformerDecoder(nn.Module):
         self, memory: Tensor, memory_mask: Tensor | None = None, cache: SelfCache = "tree"
     ) -> TransformerDecoderState:
         """Nothing decoded yet; the memory's keys/values projected once per layer.
-        ``cache``: the self-attention cache, "tree" or "concat" (``TransformerDecoderLayer.init_state``).
+        ``cache``: the self-attention cache, "tree" or "concat"
+        (``TransformerDecoderLayer.init_state``).
 
         Shapes: memory (B, S, D), memory_mask (B, S) bool or None.
         """

@@ -178,7 +178,9 @@ class TreeKVCache:
         if mask is not None:
             if mask.dim() == 4:
                 if mask.size(1) != 1:
-                    raise ValueError(f"a TreeKVCache takes one mask for all heads, got {mask.shape}")
+                    raise ValueError(
+                        f"a TreeKVCache takes one mask for all heads, got {mask.shape}"
+                    )
                 mask = mask[:, 0]  # (B | 1, T | 1, t)
             own = own & mask.repeat_interleave(G, dim=-1)  # (B, T, t·G)
         own = own.expand(B, T, t * G)  # (B, T, t·G)

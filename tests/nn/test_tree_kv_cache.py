@@ -20,7 +20,7 @@ import torch
 
 import seqlab.models.transformer  # noqa: F401  (registers the model)
 from seqlab.decode import beam_search, greedy
-from seqlab.decode.state import repeat_rows, reorder_state
+from seqlab.decode.state import reorder_state, repeat_rows
 from seqlab.nn.masks import causal_mask
 from seqlab.nn.multihead import KVCache, MultiHeadAttention
 from seqlab.nn.tree_kv_cache import TreeKVCache
