@@ -1,5 +1,6 @@
 """The decoder's self-attention cache: ``TreeKVCache`` (written in place, reordered by beam
-search without a copy) against the concatenating ``KVCache``.
+search without a copy) and "auto" (the default: the concatenating ``KVCache`` until beam
+search expands the rows, a ``TreeKVCache`` from there) against the concatenating ``KVCache``.
 
     python benchmarks/decode_tree_cache.py [--searches 1,5] [--precisions bf16,fp32]
         [--sentences 100] [--batch 32] [--new-tokens 30] [--reps 5] [--threads 2]
@@ -9,14 +10,14 @@ The workload of ``benchmarks/peers.py``'s decoding section (random-weight small
 Transformer, d 256, 3 + 3 layers, vocabulary 8,000; sources of U[14, 20] tokens + EOS in
 batches of ``--batch``; exactly ``--new-tokens`` tokens per sentence, EOS forbidden until
 then; α 0.6), through ``benchmarks/peers_decode.py``'s ``decode_rep`` under seqlab's
-autocast. ``--compiled``: both variants through the compiled, weight-frozen step
+autocast. ``--compiled``: every variant through the compiled, weight-frozen step
 (``seqlab.decode.compiled``; the first pass compiles, outside the timing).
 
-Per search and precision, the two caches run back to back in every repetition (the
-order alternates). Printed: ms per decoder step (median over ``--reps``; steps = batches ×
-new tokens), sentences/s, the speed-up as the median over repetitions of concat time /
-tree time (paired, so slow drift of a shared machine cancels), and whether the 1-best
-tokens are identical.
+Per search and precision, the three caches run back to back in every repetition (the
+order rotates). Printed: ms per decoder step (median over ``--reps``; steps = batches ×
+new tokens) and, for tree and auto, the speed-up over concat as the median over
+repetitions of concat time / its time (paired, so slow drift of a shared machine
+cancels), and whether their 1-best tokens equal concat's.
 """
 
 from __future__ import annotations
@@ -35,7 +36,7 @@ from benchmarks import peers_decode as pdec  # noqa: E402
 from benchmarks import peers_models as pm  # noqa: E402
 from seqlab.train.precision import autocast_context  # noqa: E402
 
-CACHES = ("concat", "tree")
+CACHES = ("concat", "tree", "auto")
 
 
 def one_best(model, batches, beam: int, n_new: int, impl: str, precision: str) -> list:
@@ -45,11 +46,10 @@ def one_best(model, batches, beam: int, n_new: int, impl: str, precision: str) -
 
 
 def measure(model, batches, beam: int, precision: str, args: argparse.Namespace) -> str:
-    """One markdown row: both caches at one beam width and precision."""
+    """One markdown row: the three caches at one beam width and precision."""
     prefix = "seqlab-compiled" if args.compiled else "seqlab"
-    impls = {c: prefix if c == "tree" else f"{prefix}-concat" for c in CACHES}
+    impls = {c: prefix if c == "auto" else f"{prefix}-{c}" for c in CACHES}
     best = {c: one_best(model, batches, beam, args.new_tokens, impls[c], precision) for c in CACHES}
-    same = all(torch.equal(a, b) for a, b in zip(best["concat"], best["tree"], strict=True))
     runs = {
         c: pdec.decode_rep(impls[c], model, batches, beam, args.new_tokens, precision)
         for c in CACHES
@@ -58,20 +58,19 @@ def measure(model, batches, beam: int, precision: str, args: argparse.Namespace)
         run()  # warm-up
     times: dict[str, list[float]] = {c: [] for c in CACHES}
     for r in range(args.reps):
-        for c in CACHES if r % 2 == 0 else CACHES[::-1]:
+        for c in CACHES[r % 3 :] + CACHES[: r % 3]:
             t0 = time.perf_counter()
             runs[c]()
             times[c].append(time.perf_counter() - t0)
     steps = len(batches) * args.new_tokens
-    n = sum(src.size(0) for src, _ in batches)
     ms = {c: 1000 * statistics.median(times[c]) / steps for c in CACHES}
-    speed = statistics.median(a / b for a, b in zip(times["concat"], times["tree"]))
+    cells = [f"{ms['concat']:.2f}"]
+    for c in CACHES[1:]:
+        speed = statistics.median(a / b for a, b in zip(times["concat"], times[c]))
+        same = all(torch.equal(a, b) for a, b in zip(best["concat"], best[c], strict=True))
+        cells += [f"{ms[c]:.2f}", f"{speed:.2f}×", "yes" if same else "NO"]
     search = "greedy" if beam == 1 else f"beam {beam}"
-    sent = {c: n / statistics.median(times[c]) for c in CACHES}
-    row = (
-        f"| {search} | {precision} | {ms['concat']:.2f} | {ms['tree']:.2f} | "
-        f"{sent['concat']:.1f} | {sent['tree']:.1f} | {speed:.2f}× | {'yes' if same else 'NO'} |"
-    )
+    row = f"| {search} | {precision} | " + " | ".join(cells) + " |"
     print(row, flush=True)
     return row
 
@@ -98,9 +97,9 @@ def main(argv: list[str] | None = None) -> list[str]:
         f"{args.reps} reps, {args.threads} threads{', compiled step' if args.compiled else ''}"
     )
     rows = [
-        "| search | precision | concat ms / step | tree ms / step | concat sentences / s "
-        "| tree sentences / s | speed-up (paired median) | same 1-best |",
-        "|---|---|---:|---:|---:|---:|---:|---|",
+        "| search | precision | concat ms / step | tree ms / step | tree speed-up | tree same "
+        "1-best | auto ms / step | auto speed-up | auto same 1-best |",
+        "|---|---|---:|---:|---:|---|---:|---:|---|",
     ]
     print("\n".join(rows), flush=True)
     for beam in (int(b) for b in args.searches.split(",")):

@@ -77,12 +77,12 @@ def seqlab_decode(
     beam: int,
     n_new: int,
     compiled: bool = False,
-    cache: str = "tree",
+    cache: str = "auto",
 ) -> Tensor:
     """Batched, K/V-cached decode of one batch with seqlab.decode; ``compiled``: through the
     compiled, weight-frozen decoder step (``seqlab.decode.compiled``; ``translate
-    --compile``); ``cache``: the decoder's self-attention cache, "tree" (the default,
-    seqlab/nn/tree_kv_cache.py) or "concat".  -> (B, n_new)."""
+    --compile``); ``cache``: the decoder's self-attention cache, "auto" (the default),
+    "tree" or "concat" (``TransformerDecoderLayer.init_state``).  -> (B, n_new)."""
     memory = model.encode(src, src_mask)  # (B, S, D)
     state = model.init_state(memory, src_mask, cache=cache)
     decoder = compiled_decoder(model) if compiled else model
@@ -107,8 +107,11 @@ def hf_decode(model: nn.Module, src: Tensor, src_mask: Tensor, beam: int, n_new:
 DECODERS: dict[str, Callable[[nn.Module, Tensor, Tensor, int, int], Tensor]] = {
     "seqlab": seqlab_decode,
     "seqlab-compiled": functools.partial(seqlab_decode, compiled=True),
-    "seqlab-concat": functools.partial(seqlab_decode, cache="concat"),
-    "seqlab-compiled-concat": functools.partial(seqlab_decode, compiled=True, cache="concat"),
+    **{
+        f"seqlab{how}-{cache}": functools.partial(seqlab_decode, compiled=bool(how), cache=cache)
+        for how in ("", "-compiled")
+        for cache in ("concat", "tree")
+    },
     "hf": hf_decode,
 }
 

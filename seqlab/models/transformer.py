@@ -114,10 +114,10 @@ class TransformerSeq2Seq(nn.Module):
         return self.output(h)  # (B, T, V)
 
     def init_state(
-        self, memory: Tensor, src_mask: Tensor, cache: SelfCache = "tree"
+        self, memory: Tensor, src_mask: Tensor, cache: SelfCache = "auto"
     ) -> TransformerDecoderState:
         """The decoder's state before the first step; ``cache`` picks the self-attention
-        cache ("tree", the default, or "concat": ``TransformerDecoderLayer.init_state``)."""
+        cache ("auto", the default, "tree" or "concat": ``TransformerDecoderLayer.init_state``)."""
         return self.decoder.init_state(memory, src_mask, cache)
 
     def step(

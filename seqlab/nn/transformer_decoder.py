@@ -12,9 +12,10 @@ change when a new position is appended (causal mask), so each layer caches them
 keys/values are projected once from the memory (``cross_kv``). ``step`` then costs
 O(t) per position instead of re-running O(t²). tests/nn/test_transformer_decoder.py
 proves cached step decoding == the teacher-forced forward with a causal mask. The
-self-attention cache is a ``TreeKVCache`` by default (seqlab/nn/tree_kv_cache.py: written
-in place, and beam search reorders its hypotheses without copying it); ``cache="concat"``
-gives the plain ``KVCache`` that grows by concatenation, the reference it is tested against.
+self-attention cache is the plain ``KVCache``, grown by concatenation, until beam search
+expands the rows to K hypotheses per input; from there it is a ``TreeKVCache``
+(seqlab/nn/tree_kv_cache.py: written in place, and beam search reorders its hypotheses
+without copying it). ``cache="concat"`` / ``"tree"`` force one of the two throughout.
 """
 
 from __future__ import annotations
@@ -28,10 +29,10 @@ from seqlab.decode.state import reorder_fields, static_field
 from seqlab.nn.masks import attention_mask, causal_mask
 from seqlab.nn.multihead import KVCache, MultiHeadAttention
 from seqlab.nn.transformer import Activation, FeedForward, ResidualSublayers
-from seqlab.nn.tree_kv_cache import TreeKVCache
+from seqlab.nn.tree_kv_cache import TreeKVCache, repeat_factor
 
 # The self-attention cache of incremental decoding (``TransformerDecoderLayer.init_state``).
-SelfCache = Literal["tree", "concat"]
+SelfCache = Literal["auto", "tree", "concat"]
 # (α_self (B, H, T, T), α_cross (B, H, T, S)) of one decoder layer.
 LayerWeights = tuple[Tensor, Tensor]
 
@@ -47,15 +48,30 @@ class DecoderLayerState:
         self_kv:  keys/values of the t positions decoded so far: TreeKVCache (B rows, t
                   positions; seqlab.nn.tree_kv_cache) or KVCache (B, H, t, Dh)
         cross_kv: KVCache (B, H, S, Dh), keys/values of the memory (computed once)
+        cache:    "auto": a KVCache that becomes a TreeKVCache when beam search expands the
+                  rows (``reorder``); "tree" or "concat": that cache throughout
     """
 
     self_kv: KVCache | TreeKVCache
     cross_kv: KVCache = static_field()
+    cache: SelfCache = "auto"
 
     def reorder(self, index: Tensor, within_inputs: bool = False) -> DecoderLayerState:
         """Keep batch rows ``index`` (B',) — beam search's surviving hypotheses
-        (``cross_kv`` kept as it is when ``within_inputs``, see ``reorder_state``)."""
-        return reorder_fields(self, index, within_inputs)
+        (``cross_kv`` kept as it is when ``within_inputs``, see ``reorder_state``).
+
+        With ``cache="auto"``, repeating every row K > 1 times (``repeat_rows``, beam
+        search's expansion) turns the concatenating cache into a grouped ``TreeKVCache``,
+        which beam search's later reorders do not copy; greedy search and sampling keep
+        the ``KVCache``, which is faster for them (docs/perf-notes-measured.md §24).
+        """
+        state = self
+        if self.cache == "auto" and not within_inputs and isinstance(self.self_kv, KVCache):
+            times = repeat_factor(index, self.self_kv.k.shape[0])
+            if times is not None and times > 1:  # TreeKVCache.reorder groups the repeats
+                tree = TreeKVCache.from_cache(self.self_kv)
+                state = DecoderLayerState(tree, self.cross_kv, self.cache)
+        return reorder_fields(state, index, within_inputs)
 
 
 @dataclass
@@ -89,7 +105,7 @@ class TransformerDecoderState:
         """Every layer's ``TreeKVCache.ready``: buffers that appending T' positions may
         write in place. For a compiled step, which cannot run it inside its graph."""
         layers = [
-            DecoderLayerState(lay.self_kv.ready(T_new), lay.cross_kv)
+            DecoderLayerState(lay.self_kv.ready(T_new), lay.cross_kv, lay.cache)
             if isinstance(lay.self_kv, TreeKVCache)
             else lay
             for lay in self.layers
@@ -158,19 +174,21 @@ class TransformerDecoderLayer(ResidualSublayers):
         y, _, weights = self.sublayers(y, None, cross_kv, self_mask, memory_mask, need_weights)
         return y, weights
 
-    def init_state(self, memory: Tensor, cache: SelfCache = "tree") -> DecoderLayerState:
+    def init_state(self, memory: Tensor, cache: SelfCache = "auto") -> DecoderLayerState:
         """Empty self-attention cache (t = 0) and the memory's projected keys/values.
 
-        ``cache``: "tree" (``TreeKVCache``: written in place, reordered by beam search
-        without a copy) or "concat" (``KVCache``: a new tensor per step, the reference).
+        ``cache``: "concat" (``KVCache``: a new tensor per step, the reference), "tree"
+        (``TreeKVCache``: written in place, reordered by beam search without a copy), or
+        "auto" (the default: concat, and tree from beam search's expansion on;
+        ``DecoderLayerState.reorder``).
         """
         B = memory.size(0)
         H, Dh = self.self_attn.n_heads, self.self_attn.d_k
         empty = memory.new_zeros(B, H, 0, Dh)  # (B, H, 0, Dh)
-        if cache not in ("tree", "concat"):
-            raise ValueError(f"cache must be 'tree' or 'concat', got {cache!r}")
+        if cache not in ("auto", "tree", "concat"):
+            raise ValueError(f"cache must be 'auto', 'tree' or 'concat', got {cache!r}")
         own = TreeKVCache.empty(empty) if cache == "tree" else KVCache(empty, empty)
-        return DecoderLayerState(own, self.cross_attn.project_kv(memory, memory))
+        return DecoderLayerState(own, self.cross_attn.project_kv(memory, memory), cache)
 
     def step(
         self,
@@ -192,7 +210,7 @@ class TransformerDecoderLayer(ResidualSublayers):
         y, self_kv, weights = self.sublayers(
             y_new, state.self_kv, state.cross_kv, self_mask, memory_mask, need_weights
         )
-        return y, DecoderLayerState(self_kv, state.cross_kv), weights
+        return y, DecoderLayerState(self_kv, state.cross_kv, state.cache), weights
 
     def sublayers(
         self,
@@ -290,10 +308,10 @@ class TransformerDecoder(nn.Module):
         return y, (weights if need_weights else None)
 
     def init_state(
-        self, memory: Tensor, memory_mask: Tensor | None = None, cache: SelfCache = "tree"
+        self, memory: Tensor, memory_mask: Tensor | None = None, cache: SelfCache = "auto"
     ) -> TransformerDecoderState:
         """Nothing decoded yet; the memory's keys/values projected once per layer.
-        ``cache``: the self-attention cache, "tree" or "concat"
+        ``cache``: the self-attention cache, "auto", "tree" or "concat"
         (``TransformerDecoderLayer.init_state``).
 
         Shapes: memory (B, S, D), memory_mask (B, S) bool or None.

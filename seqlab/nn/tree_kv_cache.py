@@ -75,9 +75,11 @@ class TreeStore:
         k = like.new_zeros(n, H, capacity * group, Dh, dtype=dtype)  # (N, H, C·G, Dh)
         return cls(k, torch.zeros_like(k), group, 0)
 
-    def resized(self, steps: int, capacity: int) -> TreeStore:
-        """A new store with the first ``steps`` steps copied and room for ``capacity``."""
-        new = TreeStore.empty(self.k, self.k.shape[0], capacity, self.group)
+    def resized(self, steps: int, capacity: int, like: Tensor | None = None) -> TreeStore:
+        """A new store with the first ``steps`` steps copied and room for ``capacity``;
+        its dtype after ``like`` when given (the first keys, for an empty store)."""
+        like = self.k if like is None else like
+        new = TreeStore.empty(like, self.k.shape[0], capacity, self.group)
         n = steps * self.group
         new.k[:, :, :n] = self.k[:, :, :n]
         new.v[:, :, :n] = self.v[:, :, :n]
@@ -101,9 +103,10 @@ class TreeKVCache:
 
     @classmethod
     def empty(cls, like: Tensor) -> TreeKVCache:
-        """No position decoded yet, one slot per row (G = 1); ``like`` (B, H, ·, Dh)."""
+        """No position decoded yet, one slot per row (G = 1); ``like`` (B, H, ·, Dh). The
+        buffers are allocated by the first ``append``, in the dtype its keys call for."""
         B = like.shape[0]
-        store = TreeStore.empty(like, B, _MIN_CAPACITY, 1)
+        store = TreeStore.empty(like, B, 0, 1)
         return cls(store, torch.zeros(B, 0, dtype=torch.long, device=like.device))
 
     @property
@@ -129,7 +132,7 @@ class TreeKVCache:
         G, t = self.group, self.length
         N = B // G
         compiling = torch.compiler.is_compiling()  # then ``ready`` ran before the graph
-        store = self.store if compiling else self.ready(T_new).store
+        store = self.store if compiling else self.ready(T_new, new.k).store
         # entries t·G … (t+T')·G − 1: steps t … t+T'−1 of every slot, in entry order s·G + j
         entries = torch.arange(t * G, (t + T_new) * G, device=self.slot.device)  # (T'·G,)
         for buffer, x in ((store.k, new.k), (store.v, new.v)):
@@ -141,10 +144,12 @@ class TreeKVCache:
         slot = torch.cat([self.slot, own[:, None].expand(B, T_new)], dim=1)  # (B, t + T')
         return TreeKVCache(store, slot)
 
-    def ready(self, T_new: int = 1) -> TreeKVCache:
+    def ready(self, T_new: int = 1, like: Tensor | None = None) -> TreeKVCache:
         """This cache, or a copy of its t positions in a buffer of its own, so that
         appending T' positions may write in place: a copy when another state has already
         written past t (a second step from this state) or the buffer has no room.
+        ``like``: the keys about to be appended; an empty cache's first buffer takes their
+        dtype (float32 for bf16/fp16 keys on CPU).
 
         ``append`` calls it, except inside ``torch.compile`` (Python bookkeeping is not
         traced): a compiled step's caller runs it before the graph and ``written`` after
@@ -153,7 +158,8 @@ class TreeKVCache:
         t, store = self.length, self.store
         if store.filled == t and t + T_new <= store.capacity:
             return self
-        return TreeKVCache(store.resized(t, max(2 * store.capacity, t + T_new)), self.slot)
+        capacity = max(2 * store.capacity, t + T_new, _MIN_CAPACITY)
+        return TreeKVCache(store.resized(t, capacity, like if t == 0 else None), self.slot)
 
     def written(self) -> None:
         """Record that this state's positions are the buffer's latest (after a compiled
@@ -238,7 +244,7 @@ class TreeKVCache:
         slot = self.slot.index_select(0, index)  # (B', t)
         if within_inputs:
             return TreeKVCache(self.store, slot)
-        times = _repeat_factor(index, self.slot.shape[0]) if G == 1 else None
+        times = repeat_factor(index, self.slot.shape[0]) if G == 1 else None
         if times is not None and times > 1:
             return self._expanded(times)
         blocks = _whole_groups(index, G)  # with G = 1: any index
@@ -275,7 +281,7 @@ class TreeKVCache:
         return cls(store, torch.zeros(B, t, dtype=torch.long, device=kv.k.device))
 
 
-def _repeat_factor(index: Tensor, B: int) -> int | None:
+def repeat_factor(index: Tensor, B: int) -> int | None:
     """``times`` if ``index`` is 0 (×times), 1 (×times), …, B − 1 (×times), else None."""
     if B == 0 or index.numel() % B:
         return None

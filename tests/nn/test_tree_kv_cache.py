@@ -157,7 +157,7 @@ def test_a_transformer_decodes_the_same_with_either_cache(beam):
     out = {}
     with torch.no_grad():
         memory = model.encode(src, src_mask)
-        for cache in ("tree", "concat"):
+        for cache in ("tree", "concat", "auto"):
             state = model.init_state(memory, src_mask, cache=cache)
             if beam == 1:
                 out[cache] = greedy(model, state, B, 1, 2, max_len=limits, pad_id=0)
@@ -166,29 +166,37 @@ def test_a_transformer_decodes_the_same_with_either_cache(beam):
                     model, state, B, 1, 2, max_len=limits, beam_size=beam, n_best=3,
                     alpha=0.6, pad_id=0,
                 )  # fmt: skip
-    assert torch.equal(out["tree"].tokens, out["concat"].tokens)
-    assert torch.equal(out["tree"].lengths, out["concat"].lengths)
-    torch.testing.assert_close(out["tree"].scores, out["concat"].scores, atol=1e-5, rtol=0)
+    for cache in ("tree", "auto"):
+        assert torch.equal(out[cache].tokens, out["concat"].tokens)
+        assert torch.equal(out[cache].lengths, out["concat"].lengths)
+        torch.testing.assert_close(out[cache].scores, out["concat"].scores, atol=1e-5, rtol=0)
 
 
-def test_beam_search_writes_one_buffer_in_place():
+@pytest.mark.parametrize("cache", ["tree", "auto"])
+def test_beam_search_writes_one_buffer_in_place(cache):
     model = tiny_transformer().double()
     B, K = 2, 3
     src = torch.randint(4, 40, (B, 6))
     src_mask = torch.ones(B, 6, dtype=torch.bool)
-    stores = []
+    caches = []
 
     class Spy:
         def step(self, y_prev, state):
-            stores.append(state.layers[0].self_kv.store)
+            caches.append(state.layers[0].self_kv)
             return model.step(y_prev, state)
 
     with torch.no_grad():
-        state = model.init_state(model.encode(src, src_mask), src_mask)
+        state = model.init_state(model.encode(src, src_mask), src_mask, cache=cache)
         beam_search(Spy(), state, B, 1, 2, 10, beam_size=K, min_len=10, pad_id=0)
-    # step 1 on the B inputs' own buffer, then one grouped buffer for the other 9 steps
-    assert len(stores) == 10 and stores[1].group == K
-    assert all(s is stores[1] for s in stores[2:])
+        greedy(Spy(), model.init_state(model.encode(src, src_mask), src_mask, cache=cache),
+               B, 1, 2, 4, pad_id=0)  # fmt: skip
+    # step 1 on the B inputs alone (auto: still the KVCache), then one grouped buffer for
+    # the other 9 steps; greedy search: a TreeKVCache only if asked for
+    assert len(caches) == 14 and isinstance(caches[0], KVCache if cache == "auto" else TreeKVCache)
+    stores = [c.store for c in caches[1:10]]
+    assert stores[0].group == K and all(s is stores[0] for s in stores)
+    plain = all(isinstance(c, KVCache) for c in caches[10:])
+    assert plain == (cache == "auto")
 
 
 def test_repeat_rows_and_reorder_state_reach_the_tree_cache():
