@@ -55,7 +55,7 @@ def decode_all(
     out = []
     with torch.no_grad(), autocast_context(precision, "cpu"):  # type: ignore[arg-type]
         for src, mask in batches:
-            state = model.init_state(model.encode(src, mask), mask)
+            state = decoder.init_state(model.encode(src, mask), mask)  # type: ignore[attr-defined]
             out.append(pdec.search(decoder, state, src.size(0), beam, N_NEW))
     return torch.cat(out)
 

@@ -4,14 +4,13 @@ search expands the rows, a ``TreeKVCache`` from there) against the concatenating
 
     python benchmarks/decode_tree_cache.py [--searches 1,5] [--precisions bf16,fp32]
         [--sentences 100] [--batch 32] [--new-tokens 30] [--reps 5] [--threads 2]
-        [--compiled]
 
 The workload of ``benchmarks/peers.py``'s decoding section (random-weight small
 Transformer, d 256, 3 + 3 layers, vocabulary 8,000; sources of U[14, 20] tokens + EOS in
 batches of ``--batch``; exactly ``--new-tokens`` tokens per sentence, EOS forbidden until
 then; α 0.6), through ``benchmarks/peers_decode.py``'s ``decode_rep`` under seqlab's
-autocast. ``--compiled``: every variant through the compiled, weight-frozen step
-(``seqlab.decode.compiled``; the first pass compiles, outside the timing).
+autocast. Eager only: compiled decoding always uses the concatenating cache
+(``CompiledStep.init_state``; docs/perf-notes-measured.md §24 says why).
 
 Per search and precision, the three caches run back to back in every repetition (the
 order rotates). Printed: ms per decoder step (median over ``--reps``; steps = batches ×
@@ -47,8 +46,7 @@ def one_best(model, batches, beam: int, n_new: int, impl: str, precision: str) -
 
 def measure(model, batches, beam: int, precision: str, args: argparse.Namespace) -> str:
     """One markdown row: the three caches at one beam width and precision."""
-    prefix = "seqlab-compiled" if args.compiled else "seqlab"
-    impls = {c: prefix if c == "auto" else f"{prefix}-{c}" for c in CACHES}
+    impls = {c: "seqlab" if c == "auto" else f"seqlab-{c}" for c in CACHES}
     best = {c: one_best(model, batches, beam, args.new_tokens, impls[c], precision) for c in CACHES}
     runs = {
         c: pdec.decode_rep(impls[c], model, batches, beam, args.new_tokens, precision)
@@ -85,7 +83,6 @@ def main(argv: list[str] | None = None) -> list[str]:
     p.add_argument("--new-tokens", type=int, default=30)
     p.add_argument("--reps", type=int, default=5)
     p.add_argument("--threads", type=int, default=2)
-    p.add_argument("--compiled", action="store_true")
     args = p.parse_args(argv)
     torch.set_num_threads(args.threads)
     torch.manual_seed(0)
@@ -94,7 +91,7 @@ def main(argv: list[str] | None = None) -> list[str]:
     model = pm.build_seqlab(pm.SMALL)[0].eval()
     print(
         f"{args.sentences} sentences in batches of {args.batch}, {args.new_tokens} new tokens, "
-        f"{args.reps} reps, {args.threads} threads{', compiled step' if args.compiled else ''}"
+        f"{args.reps} reps, {args.threads} threads"
     )
     rows = [
         "| search | precision | concat ms / step | tree ms / step | tree speed-up | tree same "

@@ -77,14 +77,16 @@ def seqlab_decode(
     beam: int,
     n_new: int,
     compiled: bool = False,
-    cache: str = "auto",
+    cache: str | None = None,
 ) -> Tensor:
     """Batched, K/V-cached decode of one batch with seqlab.decode; ``compiled``: through the
     compiled, weight-frozen decoder step (``seqlab.decode.compiled``; ``translate
-    --compile``); ``cache``: the decoder's self-attention cache, "auto" (the default),
-    "tree" or "concat" (``TransformerDecoderLayer.init_state``).  -> (B, n_new)."""
+    --compile``); ``cache``: a Transformer's self-attention cache, "auto", "tree" or
+    "concat" (``TransformerDecoderLayer.init_state``; None: the model's default, "auto";
+    the compiled step's is "concat", ``CompiledStep.init_state``).  -> (B, n_new)."""
     memory = model.encode(src, src_mask)  # (B, S, D)
-    state = model.init_state(memory, src_mask, cache=cache)
+    extra = {} if cache is None else {"cache": cache}  # other families take no cache
+    state = model.init_state(memory, src_mask, **extra)
     decoder = compiled_decoder(model) if compiled else model
     return search(decoder, state, src.size(0), beam, n_new)
 
@@ -106,12 +108,9 @@ def hf_decode(model: nn.Module, src: Tensor, src_mask: Tensor, beam: int, n_new:
 
 DECODERS: dict[str, Callable[[nn.Module, Tensor, Tensor, int, int], Tensor]] = {
     "seqlab": seqlab_decode,
-    "seqlab-compiled": functools.partial(seqlab_decode, compiled=True),
-    **{
-        f"seqlab{how}-{cache}": functools.partial(seqlab_decode, compiled=bool(how), cache=cache)
-        for how in ("", "-compiled")
-        for cache in ("concat", "tree")
-    },
+    "seqlab-compiled": functools.partial(seqlab_decode, compiled=True, cache="concat"),
+    "seqlab-concat": functools.partial(seqlab_decode, cache="concat"),
+    "seqlab-tree": functools.partial(seqlab_decode, cache="tree"),
     "hf": hf_decode,
 }
 

@@ -10,15 +10,18 @@ from benchmarks import peers_decode as pdec
 from benchmarks import peers_models as pm
 
 
-def test_decoder_step_is_one_graph():
+@pytest.mark.parametrize("cache", ["concat", "tree"])
+def test_decoder_step_is_one_graph(cache):
     torch.manual_seed(0)
     model = pm.build_seqlab(pm.TINY)[0].eval()
     sources = [s for s, _ in pm.make_pairs(4, pm.TINY, seed=1)]
     ((src, mask),) = pdec.source_batches(sources, 4)
     with torch.no_grad():
-        state = model.init_state(model.encode(src, mask), mask)
+        state = model.init_state(model.encode(src, mask), mask, cache=cache)
         y = torch.ones(4, dtype=torch.long)
         _, state = model.step(y, state)  # a non-empty self-attention cache
+        if cache == "tree":
+            state = state.ready()  # as CompiledStep.step does before its graph
         explained = torch._dynamo.explain(model.step)(y, state)
     torch._dynamo.reset()
     assert explained.graph_count == 1

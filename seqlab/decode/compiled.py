@@ -69,11 +69,20 @@ class CompiledStep:
         self.freeze = freeze  # False only to measure what freezing adds (the probe)
         self._step = torch.compile(model.step, dynamic=True)
 
+    def init_state(self, memory: Tensor, src_mask: Tensor) -> Any:
+        """The model's initial decoder state with the concatenating self-attention cache,
+        the one the compiled step is measured and tested with: the "auto" cache's switch
+        to a ``TreeKVCache`` adds graphs (dynamo's recompile limit was reached when both
+        ran through one compiled step), for no gain compiled (docs/perf-notes-measured.md
+        §24).  Shapes: as ``model.init_state``."""
+        return self.model.init_state(memory, src_mask, cache="concat")
+
     def step(self, y_prev: Tensor, state: Any) -> tuple[Tensor, Any]:
         # Compiling is lazy (first call, and again for new shapes), so freezing is set around
         # every call; torch.compile(options={"freezing": True}) was measured not to freeze.
         # A TreeKVCache's Python bookkeeping (copy on a second write, grow the buffer,
-        # record how far it is written) runs here, outside the graph.
+        # record how far it is written) runs here, outside the graph (a state built by
+        # ``model.init_state`` rather than ``init_state`` above may hold one).
         ready, written = getattr(state, "ready", None), getattr(state, "written", None)
         if callable(ready):
             state = ready()

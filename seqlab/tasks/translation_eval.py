@@ -183,7 +183,7 @@ def decode_ids(
         src, src_mask = src.to(device), padding_mask(lengths).to(device)  # (B, S), (B, S)
         limit = batch_limits([n_src[i] for i in batch], settings).to(device)  # (B,)
         memory = model.encode(src, src_mask)
-        state = model.init_state(memory, src_mask)
+        state = decoder.init_state(memory, src_mask)  # the compiled step's own cache
         B = len(batch)
         if settings.greedy:
             res = greedy(decoder, state, B, BOS_ID, EOS_ID, max_len=limit, pad_id=PAD_ID)
