@@ -5,6 +5,7 @@ docs/results.md (with ``--write``).
     python benchmarks/serve_load.py --run runs/<multi30k-run>          # a trained model
     python benchmarks/serve_load.py                                   # trains a small one
     python benchmarks/serve_load.py --requests 500 --clients 16 --write
+    python benchmarks/serve_load.py --run runs/<run> --compile      # the compiled step
 
 The server runs in its own process (``python -m seqlab serve``), exactly as a user starts
 it; the clients are asyncio + httpx in this process, each sending one Multi30k test2016
@@ -184,6 +185,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--beam", type=int, default=5)
     p.add_argument("--train-steps", type=int, default=300)
     p.add_argument("--write", action="store_true", help="update docs/results.md")
+    p.add_argument(
+        "--compile", action="store_true", help="serve with --compile (compiled decoder step)"
+    )
     args = p.parse_args(argv)
     command = "python benchmarks/serve_load.py " + " ".join(
         argv if argv is not None else sys.argv[1:]
@@ -192,6 +196,8 @@ def main(argv: list[str] | None = None) -> int:
         run = Path(args.run) if args.run else small_run(Path(tmp), args.train_steps)
         port = free_port()
         cmd = [sys.executable, "-m", "seqlab", "serve", str(run), "--port", str(port)]
+        if args.compile:
+            cmd.append("--compile")  # compiled before /health answers (wait_ready's 600 s)
         proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
         try:
             result = asyncio.run(measure(f"http://127.0.0.1:{port}", proc, args))
