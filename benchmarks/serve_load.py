@@ -188,6 +188,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument(
         "--compile", action="store_true", help="serve with --compile (compiled decoder step)"
     )
+    p.add_argument("--precision", default="fp32", help="serve with --precision (fp32, bf16, auto)")
     args = p.parse_args(argv)
     command = "python benchmarks/serve_load.py " + " ".join(
         argv if argv is not None else sys.argv[1:]
@@ -196,6 +197,7 @@ def main(argv: list[str] | None = None) -> int:
         run = Path(args.run) if args.run else small_run(Path(tmp), args.train_steps)
         port = free_port()
         cmd = [sys.executable, "-m", "seqlab", "serve", str(run), "--port", str(port)]
+        cmd += ["--precision", args.precision]
         if args.compile:
             cmd.append("--compile")  # compiled before /health answers (wait_ready's 600 s)
         proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)

@@ -19,21 +19,28 @@ from typing import Any
 from seqlab.errors import SeqlabError
 
 
-def compile_decoding(loaded: Any, beams: tuple[int, ...] = (1, 5)) -> float:
+def compile_decoding(
+    loaded: Any, beams: tuple[int, ...] = (1, 5), precision: str = "fp32"
+) -> float:
     """Turn on the compiled decoder step for everything ``loaded`` decodes from now on
     (``task.test_compile``; docs/decoding.md "Compiled decoding") and compile it at once,
     translating two dummy sentences with each beam width, so that the first request does
     not wait for the compile (~1 minute on a CPU). Returns the seconds it took.
 
-    Only translation runs of a Transformer: any other run is refused with a SeqlabError.
+    ``precision``: the server's (resolved), under whose autocast the requests will decode;
+    the compiled graphs depend on it. Only translation runs of a Transformer: any other
+    run is refused with a SeqlabError.
     """
     from seqlab.cli.translate_cmd import use_compiled_decoding
+    from seqlab.train.precision import autocast_context
 
     use_compiled_decoding(loaded)
     start = time.perf_counter()
+    device = next(loaded.model.parameters()).device
     for beam in dict.fromkeys(beams):  # in order, once each
         # two sentences: a batch of 1 would compile a graph specialised to one row
-        loaded.task.translate(loaded.model, ["a", "a b c"], beam=beam)
+        with autocast_context(precision, device):  # type: ignore[arg-type]
+            loaded.task.translate(loaded.model, ["a", "a b c"], beam=beam)
     return time.perf_counter() - start
 
 
@@ -58,19 +65,23 @@ def _cmd_serve(args: argparse.Namespace) -> int:
         raise SeqlabError(
             f"serve needs fastapi and uvicorn ({exc}): pip install 'seqlab[serve]'"
         ) from None
+    from seqlab.train.precision import resolve_precision
+
+    precision = resolve_precision(args.precision, args.device)  # a clear error if it cannot
     data_dir = Path(args.data_dir) if args.data_dir else None
     loaded = api.load(args.path, data_dir=data_dir, device=args.device)
     if args.compile:
         beams = (5, 1, int(getattr(loaded.task.cfg, "test_beam", 5)))  # 5: a request's default
         print("seqlab serve: compiling the decoder step …", flush=True)
-        print(f"seqlab serve: compiled in {compile_decoding(loaded, beams):.0f} s", flush=True)
+        took = compile_decoding(loaded, beams, precision)
+        print(f"seqlab serve: compiled in {took:.0f} s", flush=True)
     endpoint = endpoint_of(loaded.config.task)
     print(
         f"seqlab serve: {loaded.config.model} ({loaded.config.task}, step {loaded.step}) "
         f"on http://{args.host}:{args.port}/  POST /{endpoint}, GET /health, GET /info",
         flush=True,
     )
-    serve(loaded, host=args.host, port=args.port, limits=limits)
+    serve(loaded, host=args.host, port=args.port, limits=limits, precision=precision)
     return 0
 
 
@@ -98,6 +109,13 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--batch-wait-ms", type=float, default=5.0, help="micro-batch gathering")
     p.add_argument("--data-dir", help="data folder (default ../shared/data)")
     p.add_argument("--device", default="cpu")
+    p.add_argument(
+        "--precision",
+        choices=["fp32", "bf16", "fp16", "auto"],
+        default="fp32",
+        help="decode in fp32 (default: the weights' dtype) or under bf16/fp16 autocast; "
+        "auto: bf16 on a CPU with avx512_bf16/amx_bf16 or a GPU that has it, else fp32",
+    )
     p.add_argument(
         "--compile",
         action="store_true",

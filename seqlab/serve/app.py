@@ -33,6 +33,7 @@ from collections.abc import AsyncIterator, Hashable
 from pathlib import Path
 from typing import Any
 
+import torch
 from fastapi import FastAPI, Request
 from fastapi.responses import FileResponse, JSONResponse
 from fastapi.staticfiles import StaticFiles
@@ -43,6 +44,7 @@ from seqlab.serve.batching import MicroBatcher, Overloaded
 from seqlab.serve.errors import BodyLimit, error_response, install_handlers
 from seqlab.serve.schemas import Limits, as_list, request_models
 from seqlab.tasks.translation_eval import coverage_of
+from seqlab.train.precision import autocast_context
 
 STATIC = Path(__file__).parent / "static"
 
@@ -98,8 +100,9 @@ def _item_by_item(call: Any, items: list[Any]) -> list[Any]:
 class Server:
     """The loaded model, its limits and its batcher; the app's handlers call into it."""
 
-    def __init__(self, loaded: Any, limits: Limits) -> None:
+    def __init__(self, loaded: Any, limits: Limits, precision: str = "fp32") -> None:
         self.loaded, self.limits = loaded, limits
+        self.precision = precision  # resolved: fp32, or bf16/fp16 autocast while decoding
         self.task = loaded.config.task
         self.endpoint = endpoint_of(self.task)
         self.batcher = MicroBatcher(
@@ -110,7 +113,14 @@ class Server:
 
     def run(self, key: Hashable, items: list[Any]) -> list[Any]:
         """Decode ``items`` (texts) with the settings ``key``; one result per item (a
-        SeqlabError object for an item the task refused). Runs in the decode thread."""
+        SeqlabError object for an item the task refused). Runs in the decode thread, under
+        the server's precision (autocast is per thread, so it is entered here)."""
+        params = list(self.loaded.model.parameters())
+        device = params[0].device if params else torch.device("cpu")
+        with autocast_context(self.precision, device):  # type: ignore[arg-type]
+            return self._run(key, items)
+
+    def _run(self, key: Hashable, items: list[Any]) -> list[Any]:
         kind, settings = key  # type: ignore[misc]
         task, model = self.loaded.task, self.loaded.model
         if kind == "translate":
@@ -172,6 +182,12 @@ class Server:
                 raise ServeError(422, f"{where}: {r}", where)
         return results
 
+    def _inference(self, dtype: str) -> str:
+        """What /info reports as the inference precision: the weights' dtype, or autocast."""
+        if self.precision == "fp32":
+            return dtype
+        return f"{self.precision} autocast ({dtype} weights)"
+
     def info(self) -> dict[str, Any]:
         loaded = self.loaded
         params = list(loaded.model.parameters())
@@ -186,7 +202,10 @@ class Server:
             "step": loaded.step,
             "parameters": sum(p.numel() for p in params),
             "vocab_sizes": {k: v for k, v in sizes.items() if isinstance(v, int)},
-            "precision": {"inference": dtype, "trained": loaded.config.train.precision},
+            "precision": {
+                "inference": self._inference(dtype),
+                "trained": loaded.config.train.precision,
+            },
             "device": str(params[0].device) if params else "cpu",
             "config": _redact(loaded.config.to_dict()),
             "limits": {
@@ -204,10 +223,12 @@ class Server:
         }
 
 
-def create_app(loaded: Any, limits: Limits | None = None) -> FastAPI:
-    """The app serving ``loaded`` (a ``seqlab.load`` result) under ``limits``."""
+def create_app(loaded: Any, limits: Limits | None = None, precision: str = "fp32") -> FastAPI:
+    """The app serving ``loaded`` (a ``seqlab.load`` result) under ``limits``, decoding in
+    ``precision`` (resolved: "fp32", or "bf16"/"fp16" for autocast; ``seqlab serve
+    --precision``)."""
     limits = limits or Limits()
-    server = Server(loaded, limits)
+    server = Server(loaded, limits, precision)
     models = request_models(limits)
 
     @contextlib.asynccontextmanager
@@ -299,9 +320,14 @@ def create_app(loaded: Any, limits: Limits | None = None) -> FastAPI:
 
 
 def serve(
-    loaded: Any, host: str = "127.0.0.1", port: int = 8000, limits: Limits | None = None
+    loaded: Any,
+    host: str = "127.0.0.1",
+    port: int = 8000,
+    limits: Limits | None = None,
+    precision: str = "fp32",
 ) -> None:
     """Run the app with uvicorn until interrupted (``seqlab serve``)."""
     import uvicorn
 
-    uvicorn.run(create_app(loaded, limits), host=host, port=port, log_level="info")
+    app = create_app(loaded, limits, precision)
+    uvicorn.run(app, host=host, port=port, log_level="info")

@@ -9,6 +9,7 @@ import json
 
 import httpx
 import pytest
+import torch
 from fastapi.testclient import TestClient
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -277,3 +278,26 @@ def test_serve_cli_errors_are_one_line(tmp_path, capsys):
     assert len(err) == 1 and err[0].startswith("seqlab: error: ")
     assert main(["serve", str(tmp_path), "--timeout", "0"]) == 2
     assert "timeout_s > 0" in capsys.readouterr().err
+    assert main(["serve", str(tmp_path), "--precision", "fp16"]) == 2  # before any loading
+    assert "precision=fp16 is not supported on CPU" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("precision", ["fp32", "bf16"])
+def test_requests_decode_under_the_servers_precision(translation_model, monkeypatch, precision):
+    task = translation_model.task
+    seen = []
+
+    def spy(*args, **kwargs):
+        seen.append((torch.is_autocast_enabled("cpu"), torch.get_autocast_dtype("cpu")))
+        return original(*args, **kwargs)
+
+    original = task.translate_detailed
+    monkeypatch.setattr(task, "translate_detailed", spy)
+    with TestClient(create_app(translation_model, Limits(), precision=precision)) as client:
+        info = client.get("/info").json()["precision"]["inference"]
+        r = client.post("/translate", json={"text": SENTENCES[:2], "beam": 2})
+    assert r.status_code == 200 and len(r.json()["translations"]) == 2
+    if precision == "fp32":
+        assert info == "float32" and seen == [(False, seen[0][1])]
+    else:  # the decode thread ran under bf16 autocast; the weights stay float32
+        assert info == "bf16 autocast (float32 weights)" and seen == [(True, torch.bfloat16)]
