@@ -44,7 +44,7 @@ from seqlab.serve.batching import MicroBatcher, Overloaded
 from seqlab.serve.errors import BodyLimit, error_response, install_handlers
 from seqlab.serve.schemas import Limits, as_list, request_models
 from seqlab.tasks.translation_eval import coverage_of
-from seqlab.train.precision import autocast_context
+from seqlab.train.precision import autocast_context, resolve_precision
 
 STATIC = Path(__file__).parent / "static"
 
@@ -102,7 +102,10 @@ class Server:
 
     def __init__(self, loaded: Any, limits: Limits, precision: str = "fp32") -> None:
         self.loaded, self.limits = loaded, limits
-        self.precision = precision  # resolved: fp32, or bf16/fp16 autocast while decoding
+        params = list(loaded.model.parameters())
+        device = params[0].device if params else torch.device("cpu")
+        # fp32, or bf16/fp16 autocast while decoding; "auto" resolved, anything else refused
+        self.precision = resolve_precision(precision, device)  # type: ignore[arg-type]
         self.task = loaded.config.task
         self.endpoint = endpoint_of(self.task)
         self.batcher = MicroBatcher(
@@ -225,8 +228,8 @@ class Server:
 
 def create_app(loaded: Any, limits: Limits | None = None, precision: str = "fp32") -> FastAPI:
     """The app serving ``loaded`` (a ``seqlab.load`` result) under ``limits``, decoding in
-    ``precision`` (resolved: "fp32", or "bf16"/"fp16" for autocast; ``seqlab serve
-    --precision``)."""
+    ``precision``: "fp32", "bf16"/"fp16" (autocast) or "auto" (``seqlab serve
+    --precision``; a PrecisionError for one the device cannot run)."""
     limits = limits or Limits()
     server = Server(loaded, limits, precision)
     models = request_models(limits)

@@ -282,6 +282,11 @@ def test_serve_cli_errors_are_one_line(tmp_path, capsys):
     assert "precision=fp16 is not supported on CPU" in capsys.readouterr().err
 
 
+def test_create_app_refuses_a_precision_it_cannot_run(translation_model):
+    with pytest.raises(SeqlabError, match="precision must be one of"):
+        create_app(translation_model, Limits(), precision="bf17")
+
+
 @pytest.mark.parametrize("precision", ["fp32", "bf16"])
 def test_requests_decode_under_the_servers_precision(translation_model, monkeypatch, precision):
     task = translation_model.task
