@@ -20,6 +20,7 @@ without copying it). ``cache="concat"`` / ``"tree"`` force one of the two throug
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from typing import Literal
 
@@ -48,30 +49,15 @@ class DecoderLayerState:
         self_kv:  keys/values of the t positions decoded so far: TreeKVCache (B rows, t
                   positions; seqlab.nn.tree_kv_cache) or KVCache (B, H, t, Dh)
         cross_kv: KVCache (B, H, S, Dh), keys/values of the memory (computed once)
-        cache:    "auto": a KVCache that becomes a TreeKVCache when beam search expands the
-                  rows (``reorder``); "tree" or "concat": that cache throughout
     """
 
     self_kv: KVCache | TreeKVCache
     cross_kv: KVCache = static_field()
-    cache: SelfCache = "auto"
 
     def reorder(self, index: Tensor, within_inputs: bool = False) -> DecoderLayerState:
         """Keep batch rows ``index`` (B',) — beam search's surviving hypotheses
-        (``cross_kv`` kept as it is when ``within_inputs``, see ``reorder_state``).
-
-        With ``cache="auto"``, repeating every row K > 1 times (``repeat_rows``, beam
-        search's expansion) turns the concatenating cache into a grouped ``TreeKVCache``,
-        which beam search's later reorders do not copy; greedy search and sampling keep
-        the ``KVCache``, which is faster for them (docs/perf-notes-measured.md §24).
-        """
-        state = self
-        if self.cache == "auto" and not within_inputs and isinstance(self.self_kv, KVCache):
-            times = repeat_factor(index, self.self_kv.k.shape[0])
-            if times is not None and times > 1:  # TreeKVCache.reorder groups the repeats
-                tree = TreeKVCache.from_cache(self.self_kv)
-                state = DecoderLayerState(tree, self.cross_kv, self.cache)
-        return reorder_fields(state, index, within_inputs)
+        (``cross_kv`` kept as it is when ``within_inputs``, see ``reorder_state``)."""
+        return reorder_fields(self, index, within_inputs)
 
 
 @dataclass
@@ -85,11 +71,15 @@ class TransformerDecoderState:
         memory_mask: (B, S) bool, True = real source token, or None
         weights:     of the last step, per layer (α_self (B, H, T', t), α_cross
                      (B, H, T', S)) when ``step(..., need_weights=True)``, else None
+        cache:       "auto": each layer's KVCache becomes a TreeKVCache when beam search
+                     expands the rows (``reorder``); "tree" or "concat": that cache
+                     throughout (``TransformerDecoderLayer.init_state``)
     """
 
     layers: list[DecoderLayerState]
     memory_mask: Tensor | None = static_field()
     weights: list[LayerWeights] | None = None
+    cache: SelfCache = "auto"
 
     @property
     def length(self) -> int:
@@ -98,19 +88,36 @@ class TransformerDecoderState:
 
     def reorder(self, index: Tensor, within_inputs: bool = False) -> TransformerDecoderState:
         """Keep batch rows ``index`` (B',) in every cache, mask and weight (static ones
-        kept as they are when ``within_inputs``, see ``seqlab.decode.reorder_state``)."""
-        return reorder_fields(self, index, within_inputs)
+        kept as they are when ``within_inputs``, see ``seqlab.decode.reorder_state``).
+
+        With ``cache="auto"``, repeating every row K > 1 times (``repeat_rows``, beam
+        search's expansion; checked once for all layers) turns each layer's concatenating
+        cache into a ``TreeKVCache``, which ``TreeKVCache.reorder`` groups and beam search's
+        later reorders do not copy; greedy search and sampling keep the ``KVCache``, which
+        is faster for them (docs/perf-notes-measured.md §24).
+        """
+        state = self
+        own = self.layers[0].self_kv if self.layers else None
+        if self.cache == "auto" and not within_inputs and isinstance(own, KVCache):
+            times = repeat_factor(index, own.k.shape[0])
+            if times is not None and times > 1:
+                layers = [
+                    DecoderLayerState(TreeKVCache.from_cache(lay.self_kv), lay.cross_kv)
+                    for lay in self.layers
+                ]
+                state = dataclasses.replace(self, layers=layers)
+        return reorder_fields(state, index, within_inputs)
 
     def ready(self, T_new: int = 1) -> TransformerDecoderState:
         """Every layer's ``TreeKVCache.ready``: buffers that appending T' positions may
         write in place. For a compiled step, which cannot run it inside its graph."""
         layers = [
-            DecoderLayerState(lay.self_kv.ready(T_new), lay.cross_kv, lay.cache)
+            DecoderLayerState(lay.self_kv.ready(T_new), lay.cross_kv)
             if isinstance(lay.self_kv, TreeKVCache)
             else lay
             for lay in self.layers
         ]
-        return TransformerDecoderState(layers, self.memory_mask, self.weights)
+        return dataclasses.replace(self, layers=layers)
 
     def written(self) -> None:
         """Every layer's ``TreeKVCache.written``, after a compiled step."""
@@ -179,8 +186,8 @@ class TransformerDecoderLayer(ResidualSublayers):
 
         ``cache``: "concat" (``KVCache``: a new tensor per step, the reference), "tree"
         (``TreeKVCache``: written in place, reordered by beam search without a copy), or
-        "auto" (the default: concat, and tree from beam search's expansion on;
-        ``DecoderLayerState.reorder``).
+        "auto" (concat here; ``TransformerDecoderState.reorder`` switches to tree at beam
+        search's expansion).
         """
         B = memory.size(0)
         H, Dh = self.self_attn.n_heads, self.self_attn.d_k
@@ -188,7 +195,7 @@ class TransformerDecoderLayer(ResidualSublayers):
         if cache not in ("auto", "tree", "concat"):
             raise ValueError(f"cache must be 'auto', 'tree' or 'concat', got {cache!r}")
         own = TreeKVCache.empty(empty) if cache == "tree" else KVCache(empty, empty)
-        return DecoderLayerState(own, self.cross_attn.project_kv(memory, memory), cache)
+        return DecoderLayerState(own, self.cross_attn.project_kv(memory, memory))
 
     def step(
         self,
@@ -210,7 +217,7 @@ class TransformerDecoderLayer(ResidualSublayers):
         y, self_kv, weights = self.sublayers(
             y_new, state.self_kv, state.cross_kv, self_mask, memory_mask, need_weights
         )
-        return y, DecoderLayerState(self_kv, state.cross_kv, state.cache), weights
+        return y, DecoderLayerState(self_kv, state.cross_kv), weights
 
     def sublayers(
         self,
@@ -316,9 +323,8 @@ class TransformerDecoder(nn.Module):
 
         Shapes: memory (B, S, D), memory_mask (B, S) bool or None.
         """
-        return TransformerDecoderState(
-            [layer.init_state(memory, cache) for layer in self.layers], memory_mask
-        )
+        layers = [layer.init_state(memory, cache) for layer in self.layers]
+        return TransformerDecoderState(layers, memory_mask, cache=cache)
 
     def step(
         self, y_t: Tensor, state: TransformerDecoderState, need_weights: bool = False
@@ -341,6 +347,6 @@ class TransformerDecoder(nn.Module):
         if self.norm is not None:
             y_t = self.norm(y_t)  # (B, T', D)
         new_state = TransformerDecoderState(
-            layers, state.memory_mask, weights if need_weights else None
+            layers, state.memory_mask, weights if need_weights else None, state.cache
         )
         return y_t, new_state

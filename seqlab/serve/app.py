@@ -103,9 +103,9 @@ class Server:
     def __init__(self, loaded: Any, limits: Limits, precision: str = "fp32") -> None:
         self.loaded, self.limits = loaded, limits
         params = list(loaded.model.parameters())
-        device = params[0].device if params else torch.device("cpu")
+        self.device = params[0].device if params else torch.device("cpu")
         # fp32, or bf16/fp16 autocast while decoding; "auto" resolved, anything else refused
-        self.precision = resolve_precision(precision, device)  # type: ignore[arg-type]
+        self.precision = resolve_precision(precision, self.device)  # type: ignore[arg-type]
         self.task = loaded.config.task
         self.endpoint = endpoint_of(self.task)
         self.batcher = MicroBatcher(
@@ -118,9 +118,7 @@ class Server:
         """Decode ``items`` (texts) with the settings ``key``; one result per item (a
         SeqlabError object for an item the task refused). Runs in the decode thread, under
         the server's precision (autocast is per thread, so it is entered here)."""
-        params = list(self.loaded.model.parameters())
-        device = params[0].device if params else torch.device("cpu")
-        with autocast_context(self.precision, device):  # type: ignore[arg-type]
+        with autocast_context(self.precision, self.device):  # type: ignore[arg-type]
             return self._run(key, items)
 
     def _run(self, key: Hashable, items: list[Any]) -> list[Any]:

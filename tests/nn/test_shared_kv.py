@@ -122,14 +122,19 @@ def test_repeat_rows_shares_what_can_be_shared_and_copies_the_rest():
     assert repeat_rows(state, B, G).cross.group == G  # the contexts reset
 
 
-def test_beam_search_keeps_one_cross_attention_row_per_input():
+def tiny_transformer():
+    """The Multi30k Transformer preset at d 16, vocabulary 40, seed 0, in eval mode."""
     cfg = resolve_run(
         Path(__file__).resolve().parents[2] / "configs" / "multi30k-transformer.yaml",
         ["task.vocab_size=40", "model.d_model=16", "model.d_ff=32", "model.n_heads=2"],
     )
     torch.manual_seed(0)
     model = MODELS.get(cfg.model).target(cfg.model_cfg, src_vocab=40, tgt_vocab=40, pad_id=0)
-    model = model.double().eval()
+    return model.eval()
+
+
+def test_beam_search_keeps_one_cross_attention_row_per_input():
+    model = tiny_transformer().double()
     src = torch.randint(4, 40, (2, 6))
     src_mask = torch.ones(2, 6, dtype=torch.bool)
     src_mask[1, 4:] = False

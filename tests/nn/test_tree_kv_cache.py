@@ -13,8 +13,6 @@ buffer in place from the first step after the expansion to the last.
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 import torch
 
@@ -24,8 +22,7 @@ from seqlab.decode.state import reorder_state, repeat_rows
 from seqlab.nn.masks import causal_mask
 from seqlab.nn.multihead import KVCache, MultiHeadAttention
 from seqlab.nn.tree_kv_cache import TreeKVCache
-from seqlab.registry import MODELS
-from seqlab.run_config import resolve_run
+from tests.nn.test_shared_kv import tiny_transformer
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 D, H = 8, 2  # d_model, heads
@@ -132,16 +129,6 @@ def test_from_cache_and_flat_are_inverse():
     ref = KVCache(*(torch.randn(3, H, 5, DH, generator=g, dtype=torch.float64) for _ in "kv"))
     flat = TreeKVCache.from_cache(ref).flat()
     assert torch.equal(flat.k, ref.k) and torch.equal(flat.v, ref.v)
-
-
-def tiny_transformer():
-    cfg = resolve_run(
-        Path(__file__).resolve().parents[2] / "configs" / "multi30k-transformer.yaml",
-        ["task.vocab_size=40", "model.d_model=16", "model.d_ff=32", "model.n_heads=2"],
-    )
-    torch.manual_seed(0)
-    model = MODELS.get(cfg.model).target(cfg.model_cfg, src_vocab=40, tgt_vocab=40, pad_id=0)
-    return model.eval()
 
 
 @pytest.mark.parametrize("beam", [1, 4])
