@@ -54,6 +54,7 @@ from seqlab.decode.state import (
     repeat_rows,
     state_device,
 )
+from seqlab.decode.top_extensions import top_extensions
 from seqlab.registry import SEARCHES
 
 STOP_RULE = (
@@ -122,8 +123,8 @@ def select_candidates(live_log_prob: Tensor, log_p: Tensor, eos_id: int) -> Cand
     B, K, V = log_p.shape
     if V < 2:
         raise ValueError(f"beam search needs a vocabulary of at least 2 tokens, got V={V}")
-    total = live_log_prob[:, :, None] + log_p  # (B, K, V)
-    top, index = total.reshape(B, K * V).topk(2 * K, dim=1)  # (B, 2K), (B, 2K) best first
+    # The 2K best of live_log_prob[:, k] + log_p[:, k, j], found through chunk maxima.
+    top, index = top_extensions(live_log_prob, log_p, 2 * K)  # (B, 2K), (B, 2K) best first
     beam = torch.div(index, V, rounding_mode="floor")  # (B, 2K)
     token = index % V  # (B, 2K)
     is_eos = token == eos_id  # (B, 2K)

@@ -20,11 +20,13 @@ from __future__ import annotations
 import os
 import shutil
 import weakref
+from dataclasses import dataclass
 from typing import Any
 
 import torch
 from torch import Tensor, nn
 
+from seqlab.decode.state import full_reorder_on, reorder_state
 from seqlab.errors import SeqlabError
 
 _COMPILED: weakref.WeakKeyDictionary[nn.Module, CompiledStep] = weakref.WeakKeyDictionary()
@@ -41,6 +43,45 @@ def _weight_versions(model: nn.Module) -> tuple[int, ...]:
     steps, ``copy_``, ``load_state_dict``), and their identities."""
     tensors = [*model.parameters(), *model.buffers()]
     return (*(t._version for t in tensors), *(id(t) for t in tensors))
+
+
+@dataclass
+class PendingReorder:
+    """A compiled step's decoder state, and the within-input reorder that beam search has
+    asked of it since (``reorder_state(..., within_inputs=True)``, every step), not yet
+    applied: the next compiled step applies it inside its graph, where inductor gathers
+    the self-attention cache in the same pass that appends the new position (one copy of
+    the cache per step instead of two; docs/perf-notes-decoding.md §26).
+
+    Any other reorder (beam search's expansion, dropping done inputs), or any reorder
+    inside a ``full_reorder()`` block, applies the pending one first, eagerly.
+
+    Shapes: index (B',) long, rows of ``state`` (None: nothing pending)
+    """
+
+    state: Any
+    index: Tensor | None = None
+
+    def reorder(self, index: Tensor, within_inputs: bool = False) -> Any:
+        """new[i] = this[index[i]] = state[self.index[index[i]]] (pending), or applied."""
+        if within_inputs and not full_reorder_on():
+            return PendingReorder(self.state, index if self.index is None else self.index[index])
+        return reorder_state(self.resolved(), index, within_inputs=within_inputs)
+
+    def resolved(self) -> Any:
+        """The state with the pending reorder applied, eagerly."""
+        if self.index is None:
+            return self.state
+        return reorder_state(self.state, self.index, within_inputs=True)
+
+
+def _holds_tree_cache(state: Any) -> bool:
+    """Whether a decoder state holds a ``TreeKVCache`` (its bookkeeping runs outside the
+    graph, so its reorder does too)."""
+    from seqlab.nn.tree_kv_cache import TreeKVCache
+
+    layers = getattr(state, "layers", ())
+    return any(isinstance(getattr(lay, "self_kv", None), TreeKVCache) for lay in layers)
 
 
 class CompiledStep:
@@ -67,7 +108,15 @@ class CompiledStep:
 
         self._inductor_config = inductor_config
         self.freeze = freeze  # False only to measure what freezing adds (the probe)
-        self._step = torch.compile(model.step, dynamic=True)
+        # False: a pending reorder runs before the graph, eagerly (only to measure §26).
+        self.reorder_in_graph = True
+        self._step = torch.compile(self._reorder_then_step, dynamic=True)
+
+    def _reorder_then_step(self, y_prev: Tensor, state: Any, index: Tensor | None) -> Any:
+        """The compiled function: a pending within-input reorder, then ``model.step``."""
+        if index is not None:
+            state = reorder_state(state, index, within_inputs=True)
+        return self.model.step(y_prev, state)
 
     def init_state(self, memory: Tensor, src_mask: Tensor) -> Any:
         """The model's initial decoder state with the concatenating self-attention cache,
@@ -77,7 +126,15 @@ class CompiledStep:
         §24).  Shapes: as ``model.init_state``."""
         return self.model.init_state(memory, src_mask, cache="concat")
 
-    def step(self, y_prev: Tensor, state: Any) -> tuple[Tensor, Any]:
+    def step(self, y_prev: Tensor, state: Any) -> tuple[Tensor, PendingReorder]:
+        """``model.step`` compiled; the state comes back as a ``PendingReorder``, so that
+        beam search's next reorder runs inside the next step's graph."""
+        index = None
+        if isinstance(state, PendingReorder):
+            state, index = state.state, state.index
+            eager_reorder = not self.reorder_in_graph or full_reorder_on()
+            if index is not None and (eager_reorder or _holds_tree_cache(state)):
+                state, index = reorder_state(state, index, within_inputs=True), None
         # Compiling is lazy (first call, and again for new shapes), so freezing is set around
         # every call; torch.compile(options={"freezing": True}) was measured not to freeze.
         # A TreeKVCache's Python bookkeeping (copy on a second write, grow the buffer,
@@ -87,10 +144,10 @@ class CompiledStep:
         if callable(ready):
             state = ready()
         with torch.no_grad(), self._inductor_config.patch(freezing=self.freeze):
-            logits, state = self._step(y_prev, state)
+            logits, state = self._step(y_prev, state, index)
         if callable(written):
             state.written()
-        return logits, state
+        return logits, PendingReorder(state)
 
 
 def compiled_decoder(model: nn.Module) -> CompiledStep:

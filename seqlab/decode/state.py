@@ -132,14 +132,21 @@ def reorder_state(state: State, index: Tensor, *, within_inputs: bool = False) -
         index:   (B',) long, values in [0, B); B' may differ from B (expansion to B·K)
         returns: the same structure with every tensor's dim 0 of size B'
     """
-    return _reorder(state, index, within_inputs and not _FULL_REORDER.get())
+    return _reorder(state, index, within_inputs and not full_reorder_on())
+
+
+def full_reorder_on() -> bool:
+    """Whether a ``full_reorder()`` block is active. Inside a compiled graph it reads
+    False: dynamo cannot trace ``ContextVar.get``, so ``seqlab.decode.compiled`` reads the
+    flag before its graph and reorders outside the graph when it is set."""
+    return not torch.compiler.is_compiling() and _FULL_REORDER.get()
 
 
 def reorder_fields(state: State, index: Tensor, within_inputs: bool = False) -> State:
     """The dataclass rule of ``reorder_state``: rebuild ``state`` with every ``init``
     field reordered, static fields kept as they are when ``within_inputs`` (for classes
     whose ``reorder`` method is just this)."""
-    return _reorder_dataclass(state, index, within_inputs and not _FULL_REORDER.get())
+    return _reorder_dataclass(state, index, within_inputs and not full_reorder_on())
 
 
 def _reorder(state: Any, index: Tensor, skip_static: bool) -> Any:
@@ -167,7 +174,8 @@ def _reorder(state: Any, index: Tensor, skip_static: bool) -> Any:
 
 
 def _reorder_dataclass(state: Any, index: Tensor, skip_static: bool) -> Any:
-    share = _SHARE_TIMES.get()
+    # Only repeat_rows sets a share, never inside a compiled graph (which cannot read it).
+    share = 1 if torch.compiler.is_compiling() else _SHARE_TIMES.get()
     changes = {}
     for f in dataclasses.fields(state):
         if not f.init or (skip_static and is_static(f)):
