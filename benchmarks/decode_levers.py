@@ -46,6 +46,7 @@ import torch.nn.functional as F
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from seqlab.nn.multihead import KVCache, MultiHeadAttention  # noqa: E402
+from seqlab.train.allocator import keep_freed_memory  # noqa: E402
 
 BK, K, H, DH, S, V, T_NEW = 160, 5, 4, 64, 21, 8000, 30
 D = H * DH
@@ -239,6 +240,7 @@ def main(argv: list[str] | None = None) -> list[str]:
     p.add_argument("--out", help="markdown file to write the table to")
     args = p.parse_args(argv)
     torch.set_num_threads(args.threads)
+    keep_freed_memory()  # as benchmarks/peers.py and seqlab.api.load run
     rows = [
         f"{args.threads} thread(s), fp32, {args.reps} paired reps (ms: the fastest; ratio: "
         "the median of the paired ratios), "

@@ -33,6 +33,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from benchmarks import peers_decode as pdec  # noqa: E402
 from benchmarks import peers_models as pm  # noqa: E402
+from seqlab.train.allocator import keep_freed_memory  # noqa: E402
 from seqlab.train.precision import autocast_context  # noqa: E402
 
 CACHES = ("concat", "tree", "auto")
@@ -85,6 +86,7 @@ def main(argv: list[str] | None = None) -> list[str]:
     p.add_argument("--threads", type=int, default=2)
     args = p.parse_args(argv)
     torch.set_num_threads(args.threads)
+    keep_freed_memory()  # as benchmarks/peers.py and seqlab.api.load run
     torch.manual_seed(0)
     sources = [s for s, _ in pm.make_pairs(args.sentences, pm.SMALL, seed=1)]
     batches = pdec.source_batches(sources, args.batch)

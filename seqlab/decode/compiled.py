@@ -63,10 +63,11 @@ class PendingReorder:
     index: Tensor | None = None
 
     def reorder(self, index: Tensor, within_inputs: bool = False) -> Any:
-        """new[i] = this[index[i]] = state[self.index[index[i]]] (pending), or applied."""
-        if within_inputs and not full_reorder_on():
+        """new[i] = this[index[i]] = state[self.index[index[i]]]: pending when within
+        inputs (``reorder_state`` passes False inside ``full_reorder()``), else applied."""
+        if within_inputs:
             return PendingReorder(self.state, index if self.index is None else self.index[index])
-        return reorder_state(self.resolved(), index, within_inputs=within_inputs)
+        return reorder_state(self.resolved(), index)
 
     def resolved(self) -> Any:
         """The state with the pending reorder applied, eagerly."""
