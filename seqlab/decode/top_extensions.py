@@ -56,9 +56,9 @@ def top_extensions(
     prune: fewer than 4·n·C extensions per input, V < 2C, or C = 0.
 
     Which path runs depends on the shapes of one input only, never on the batch size, so
-    an input decoded alone meets exactly equal totals in the same order as in a batch
-    (batched == unbatched holds even where bf16 logits tie). For 1–4 inputs the flat
-    top-k would be ~0.02 ms faster (docs/perf-notes-decoding.md §25).
+    an input decoded alone breaks exactly equal totals (frequent with bf16 logits) as it
+    does in a batch (tested). For 1–4 inputs the flat top-k would be ~0.02 ms faster
+    (docs/perf-notes-decoding.md §25).
 
     Shapes: live_log_prob (B, K), log_p (B, K, V) (may be expanded along K), n ≤ K·V
             -> values (B, n) best first, index (B, n) long into the flattened K·V (k·V + j)
