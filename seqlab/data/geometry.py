@@ -28,7 +28,6 @@ from __future__ import annotations
 from typing import Literal
 
 import numpy as np
-from scipy.spatial import ConvexHull
 
 Problem = Literal["sort", "hull"]
 Example = tuple[np.ndarray, np.ndarray]  # points (n, D) float32, target (m,) int64 0-based
@@ -42,6 +41,8 @@ def convex_hull(points: np.ndarray) -> np.ndarray:
 
     Shapes: points (n, 2), n ≥ 3, not all collinear -> (m,) int64, 3 ≤ m ≤ n
     """
+    from scipy.spatial import ConvexHull  # here: importing it costs every process ~25 MiB
+
     pts = np.asarray(points, dtype=np.float64)
     if pts.ndim != 2 or pts.shape[1] != 2 or pts.shape[0] < 3:
         raise ValueError(f"convex_hull needs (n, 2) points with n >= 3, got {pts.shape}")

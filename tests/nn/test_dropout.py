@@ -65,3 +65,29 @@ def test_seeded_and_dtype_preserved():
 def test_rejects_bad_p():
     with pytest.raises(ValueError, match=r"\[0, 1\)"):
         Dropout(1.0)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_bit_identical_to_the_product_and_only_a_bool_mask_is_saved(dtype):
+    """The autograd function gives exactly x * m * s and its autograd gradient, and keeps
+    one bool per element for the backward (not the mask in x's dtype)."""
+    x = torch.randn(32, 48, dtype=dtype, requires_grad=True)
+    g = torch.randn(32, 48, dtype=dtype)
+    torch.manual_seed(5)
+    saved: list[torch.Tensor] = []
+
+    def pack(t):
+        saved.append(t)
+        return t
+
+    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+        y = dropout(x, 0.3)
+    (grad,) = torch.autograd.grad(y, x, g)
+    torch.manual_seed(5)
+    keep = keep_mask(x.shape, 0.3, x.device)
+    scale = 1.0 / (1.0 - quantised_drop_probability(0.3))
+    x_ref = x.detach().clone().requires_grad_(True)
+    y_ref = x_ref * keep.to(dtype) * scale  # the expression it replaces
+    (grad_ref,) = torch.autograd.grad(y_ref, x_ref, g)
+    assert torch.equal(y, y_ref) and torch.equal(grad, grad_ref)
+    assert [(t.dtype, t.shape) for t in saved] == [(torch.bool, x.shape)]
