@@ -16,7 +16,7 @@ the random draws are cheap and ``F.dropout`` is used.
 
 For the backward only the bool mask is kept (1 byte an element, as ``nn.Dropout``): the
 product x ⊙ m would make autograd save m in x's dtype, 4 bytes an element in float32,
-~27 MiB more at the peak of a small Transformer's bf16 training step
+~40 MiB more at the peak of a small Transformer's bf16 training step
 (docs/perf-notes-measured.md §27).
 
 Shapes:
