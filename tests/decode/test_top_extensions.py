@@ -80,9 +80,10 @@ def test_fallback_where_chunks_would_not_prune(monkeypatch):
 
 
 def test_the_path_depends_on_one_input_not_the_batch():
-    """Equal totals (bf16-like) are broken the same way for an input alone and in a batch."""
+    """Equal totals (bf16-like) are broken the same way for an input alone and in a batch
+    (8 inputs: past where a batch-size threshold for chunking would have been, §25)."""
     g = torch.Generator().manual_seed(11)
-    B, K, V, n = 6, 5, 8000, 10
+    B, K, V, n = 8, 5, 8000, 10
     log_p = torch.randint(-12, 0, (B, K, V), generator=g).double()
     live = torch.randint(-3, 1, (B, K), generator=g).double()
     batched = top_extensions(live, log_p, n)
