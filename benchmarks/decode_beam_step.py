@@ -44,9 +44,9 @@ import seqlab.decode.beam as beam_module  # noqa: E402
 import seqlab.decode.top_extensions as top_ext  # noqa: E402
 from benchmarks import peers_decode as pdec  # noqa: E402
 from benchmarks import peers_models as pm  # noqa: E402
+from benchmarks.paired_variants import against_first, one_best, round_robin  # noqa: E402
 from seqlab.decode.compiled import compiled_decoder  # noqa: E402
 from seqlab.train.allocator import keep_freed_memory  # noqa: E402
-from seqlab.train.precision import autocast_context  # noqa: E402
 
 # variant -> (chunk size C, reorder inside the compiled graph)
 VARIANTS = {
@@ -103,36 +103,32 @@ def measure(model, batches, beam: int, precision: str, args: argparse.Namespace)
     """One markdown row: every variant at one beam width and precision."""
     impl = "seqlab-compiled" if args.compiled else "seqlab"
     variants = args.variants.split(",")
+    n_new = args.new_tokens
 
-    def one_best() -> list:
-        with torch.no_grad(), autocast_context(precision, torch.device("cpu")):  # type: ignore[arg-type]
-            return [pdec.DECODERS[impl](model, s, m, beam, args.new_tokens) for s, m in batches]
+    def best_of() -> list:
+        return one_best(model, batches, beam, n_new, impl, precision)
 
-    best = {v: with_variant(v, model, args.compiled, one_best)() for v in variants}
-    rep = pdec.decode_rep(impl, model, batches, beam, args.new_tokens, precision)
-    runs = {v: with_variant(v, model, args.compiled, rep) for v in variants}
-    for run in runs.values():
-        run()  # warm-up (and, compiled, the compiles)
-    times: dict[str, list[float]] = {v: [] for v in variants}
+    best = {v: with_variant(v, model, args.compiled, best_of)() for v in variants}
+    rep = pdec.decode_rep(impl, model, batches, beam, n_new, precision)
     select: dict[str, list[float]] = {v: [] for v in variants}  # ms in selection per call
-    for r in range(args.reps):
-        for v in variants[r % len(variants) :] + variants[: r % len(variants)]:
+
+    def clocked(v: str) -> Callable[[], None]:
+        run = with_variant(v, model, args.compiled, rep)
+
+        def timed_run() -> None:
             with SelectionClock() as clock:
-                t0 = time.perf_counter()
-                runs[v]()
-                times[v].append(time.perf_counter() - t0)
+                run()
             select[v].append(1000 * clock.seconds / max(clock.calls, 1))
-    steps = len(batches) * args.new_tokens
-    base = variants[0]
-    cells = [
-        f"{1000 * statistics.median(times[base]) / steps:.2f}",
-        f"{statistics.median(select[base]):.2f}",
-    ]
+
+        return timed_run
+
+    times = round_robin({v: clocked(v) for v in variants}, args.reps)
+    vs = against_first(times, best, len(batches) * n_new)
+    sel = {v: statistics.median(select[v][1:]) for v in variants}  # [0]: the warm-up
+    cells = [f"{vs[variants[0]].ms:.2f}", f"{sel[variants[0]]:.2f}"]
     for v in variants[1:]:
-        speed = statistics.median(a / b for a, b in zip(times[base], times[v]))
-        same = all(torch.equal(a, b) for a, b in zip(best[base], best[v], strict=True))
-        ms, sel = 1000 * statistics.median(times[v]) / steps, statistics.median(select[v])
-        cells += [f"{ms:.2f}", f"{sel:.2f}", f"{speed:.2f}×", "yes" if same else "NO"]
+        same = "yes" if vs[v].same else "NO"
+        cells += [f"{vs[v].ms:.2f}", f"{sel[v]:.2f}", f"{vs[v].speed:.2f}×", same]
     search = "greedy" if beam == 1 else f"beam {beam}"
     row = f"| {search} | {precision} | " + " | ".join(cells) + " |"
     print(row, flush=True)

@@ -22,9 +22,7 @@ cancels), and whether their 1-best tokens equal concat's.
 from __future__ import annotations
 
 import argparse
-import statistics
 import sys
-import time
 from pathlib import Path
 
 import torch
@@ -33,16 +31,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from benchmarks import peers_decode as pdec  # noqa: E402
 from benchmarks import peers_models as pm  # noqa: E402
+from benchmarks.paired_variants import against_first, one_best, round_robin  # noqa: E402
 from seqlab.train.allocator import keep_freed_memory  # noqa: E402
-from seqlab.train.precision import autocast_context  # noqa: E402
 
 CACHES = ("concat", "tree", "auto")
-
-
-def one_best(model, batches, beam: int, n_new: int, impl: str, precision: str) -> list:
-    """The 1-best tokens of every batch with one variant.  -> [(B, n_new)]."""
-    with torch.no_grad(), autocast_context(precision, torch.device("cpu")):  # type: ignore[arg-type]
-        return [pdec.DECODERS[impl](model, s, m, beam, n_new) for s, m in batches]
 
 
 def measure(model, batches, beam: int, precision: str, args: argparse.Namespace) -> str:
@@ -53,21 +45,10 @@ def measure(model, batches, beam: int, precision: str, args: argparse.Namespace)
         c: pdec.decode_rep(impls[c], model, batches, beam, args.new_tokens, precision)
         for c in CACHES
     }
-    for run in runs.values():
-        run()  # warm-up
-    times: dict[str, list[float]] = {c: [] for c in CACHES}
-    for r in range(args.reps):
-        for c in CACHES[r % 3 :] + CACHES[: r % 3]:
-            t0 = time.perf_counter()
-            runs[c]()
-            times[c].append(time.perf_counter() - t0)
-    steps = len(batches) * args.new_tokens
-    ms = {c: 1000 * statistics.median(times[c]) / steps for c in CACHES}
-    cells = [f"{ms['concat']:.2f}"]
+    vs = against_first(round_robin(runs, args.reps), best, len(batches) * args.new_tokens)
+    cells = [f"{vs['concat'].ms:.2f}"]
     for c in CACHES[1:]:
-        speed = statistics.median(a / b for a, b in zip(times["concat"], times[c]))
-        same = all(torch.equal(a, b) for a, b in zip(best["concat"], best[c], strict=True))
-        cells += [f"{ms[c]:.2f}", f"{speed:.2f}×", "yes" if same else "NO"]
+        cells += [f"{vs[c].ms:.2f}", f"{vs[c].speed:.2f}×", "yes" if vs[c].same else "NO"]
     search = "greedy" if beam == 1 else f"beam {beam}"
     row = f"| {search} | {precision} | " + " | ".join(cells) + " |"
     print(row, flush=True)

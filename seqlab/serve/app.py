@@ -207,7 +207,7 @@ class Server:
                 "inference": self._inference(dtype),
                 "trained": loaded.config.train.precision,
             },
-            "device": str(params[0].device) if params else "cpu",
+            "device": str(self.device),
             "config": _redact(loaded.config.to_dict()),
             "limits": {
                 k: getattr(self.limits, k)

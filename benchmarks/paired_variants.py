@@ -1,0 +1,63 @@
+"""Variants of one decoding workload timed against each other in one process (shared by
+``benchmarks/decode_tree_cache.py`` and ``benchmarks/decode_beam_step.py``).
+
+Each variant runs once untimed (warm-up, and any compile), then ``reps`` rounds of every
+variant back to back, the order rotating each round. A variant's speed-up over the first
+is the median over rounds of first time / its time (paired, so slow drift of a shared
+machine cancels), and "same" says whether its 1-best tokens equal the first's.
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import torch
+from torch import nn
+
+from benchmarks import peers_decode as pdec
+from seqlab.train.precision import autocast_context
+
+
+def one_best(model: nn.Module, batches, beam: int, n_new: int, impl: str, precision: str) -> list:
+    """The 1-best tokens of every batch with ``pdec.DECODERS[impl]``.  -> [(B, n_new)]."""
+    with torch.no_grad(), autocast_context(precision, torch.device("cpu")):  # type: ignore[arg-type]
+        return [pdec.DECODERS[impl](model, s, m, beam, n_new) for s, m in batches]
+
+
+def round_robin(runs: dict[str, Callable[[], object]], reps: int) -> dict[str, list[float]]:
+    """Seconds per run of each variant over ``reps`` rotating rounds, after one warm-up."""
+    for run in runs.values():
+        run()  # warm-up (and, compiled, the compiles)
+    names = list(runs)
+    times: dict[str, list[float]] = {n: [] for n in names}
+    for r in range(reps):
+        for n in names[r % len(names) :] + names[: r % len(names)]:
+            t0 = time.perf_counter()
+            runs[n]()
+            times[n].append(time.perf_counter() - t0)
+    return times
+
+
+@dataclass(frozen=True)
+class Versus:
+    """One variant against the first: median ms per step, paired speed-up, same 1-best."""
+
+    ms: float
+    speed: float
+    same: bool
+
+
+def against_first(times: dict[str, list[float]], best: dict[str, list], steps: int) -> dict:
+    """``Versus`` for every variant (the first's speed 1.0, same True).  -> {name: Versus}"""
+    base = next(iter(times))
+    return {
+        n: Versus(
+            1000 * statistics.median(t) / steps,
+            statistics.median(a / b for a, b in zip(times[base], t)),
+            all(torch.equal(a, b) for a, b in zip(best[base], best[n], strict=True)),
+        )
+        for n, t in times.items()
+    }
