@@ -1,24 +1,31 @@
 #!/usr/bin/env bash
-# One session on a lent GPU machine, as one prepared script (the lease is minutes long):
-#   0. the CUDA tests (tests/test_cuda.py, `pytest -m gpu`; skipped on machines without a GPU);
-#   1. issue 11's benchmarks on the GPU: benchmarks/peers.py --device cuda (every section,
-#      seqlab vs nn.Transformer vs HF Marian, fp32 and bf16, beside the CPU numbers);
-#   2. issue 5's PTB "longer run": the 2 x 650 tied LSTM (configs/ptb-lstm-large.yaml) for
-#      PTB_MINUTES of training on the GPU, the cosine schedule fitted to that budget
-#      (schedule.warmup=100: the fit measures the speed over the warm-up), fp32 (at batch 20
-#      the GPU is latency-bound, so bf16 would buy nothing and cost precision).
-# Writes everything small to $OUT (default runs/gpu): gpu.txt, pytest-gpu.log, peers.log,
-# results.md (the section "## Performance vs peers on a GPU"), peers-cuda.json, lm.log, lm.md,
-# metrics.jsonl (eight files, the most a lent machine sends back).
+# One session on a lent GPU machine, as one prepared script (the lease is minutes long).
+# STEPS picks, in order, from:
+#   tests    the CUDA tests (tests/test_cuda.py, `pytest -m gpu`; skipped without a GPU);
+#   packing  benchmarks/rnn_packing.py: the recurrent layers' packed cuDNN weights vs the
+#            assembled list vs nn.LSTM / nn.GRU (docs/perf-notes-measured.md §28);
+#   profile  benchmarks/profile_peers.py: kernels and operators per training step, seqlab vs
+#            nn vs HF, small bf16;
+#   peers    issue 11's benchmarks on the GPU: benchmarks/peers.py --device cuda (every
+#            section, seqlab vs nn.Transformer vs HF Marian, fp32 and bf16);
+#   compiled peers.py's decode section with seqlab's compiled step (--compiled-decode), bf16;
+#   ptb      issue 5's PTB "longer run": the 2 x 650 tied LSTM (configs/ptb-lstm-large.yaml)
+#            for PTB_MINUTES on the GPU, the cosine fitted to that budget, fp32.
+# Default STEPS="tests packing profile peers compiled" (the PTB run was done 2026-11-26).
+# Writes everything small to $OUT (default runs/gpu; at most eight files come back from a
+# lent machine): gpu.txt, pytest-gpu.log, packing.log, profile.txt, peers.log, results.md
+# (the section "## Performance vs peers on a GPU"), peers-cuda.json, compiled.log (or, with
+# ptb: lm.log, lm.md, metrics.jsonl).
 #   OUT=runs/gpu DATA=../shared/data bash benchmarks/gpu_session.sh
-# Through the device tool (../shared does not travel): once, here,
+# Through the device tool (../shared does not travel), for the ptb step: once, here,
 #   echo /.gpu/ >> .git/info/exclude; mkdir -p .gpu/data; cp -r ../shared/data/ptb .gpu/data/
-# then run `OUT=$OUT DATA=.gpu/data bash benchmarks/gpu_session.sh` with carry [".gpu"]
-# (2026-11-26 on an H200: about 6.5 minutes of device time, start included).
+# then run `OUT=$OUT DATA=.gpu/data STEPS=ptb bash benchmarks/gpu_session.sh` with carry
+# [".gpu"] (2026-11-26 on an H200: about 6.5 minutes of device time, start included).
 set -u
 OUT=${OUT:-runs/gpu}
 DATA=${DATA:-../shared/data}
 PY=${PY:-python3}
+STEPS=${STEPS:-tests packing profile peers compiled}
 PEERS_S=${PEERS_S:-240}
 PTB_MINUTES=${PTB_MINUTES:-4.5}
 mkdir -p "$OUT"
@@ -32,21 +39,35 @@ export PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH} PYTHONUNBUFFERED=1
   nproc
 } 2>&1 | tee "$OUT/gpu.txt"
 
-start=$(date +%s)
-timeout 180 $PY -m pytest -q -m gpu tests/test_cuda.py 2>&1 | tee "$OUT/pytest-gpu.log" | tail -15
-echo "[gpu_session] pytest -m gpu: rc ${PIPESTATUS[0]}, $(($(date +%s) - start)) s"
+step() {  # step NAME SECONDS LOG COMMAND...: run with a time limit, log, report rc and time
+  local name=$1 limit=$2 log=$3 start rc
+  shift 3
+  start=$(date +%s)
+  timeout "$limit" "$@" >"$log" 2>&1
+  rc=$?
+  tail -n "${TAIL:-25}" "$log"
+  echo "[gpu_session] $name: rc $rc, $(($(date +%s) - start)) s"
+}
 
-start=$(date +%s)
-timeout "$PEERS_S" $PY benchmarks/peers.py --device cuda --out "$OUT/results.md" \
-  --json "$OUT/peers-cuda.json" 2>&1 | tee "$OUT/peers.log" | tail -60
-echo "[gpu_session] peers: rc ${PIPESTATUS[0]}, $(($(date +%s) - start)) s"
-
-start=$(date +%s)
-timeout $((${PTB_MINUTES%.*} * 60 + 150)) $PY benchmarks/lm.py --presets ptb-lstm-large \
-  --data-dir "$DATA" --minutes "$PTB_MINUTES" --runs-dir /tmp/gpu-runs --out "$OUT/lm.md" \
-  --verbose train.device=cuda train.precision=fp32 schedule.warmup=100 \
-  >"$OUT/lm.log" 2>&1
-echo "[gpu_session] ptb: rc $?, $(($(date +%s) - start)) s"
-cp /tmp/gpu-runs/bench-ptb-lstm-large/metrics.jsonl "$OUT/" 2>/dev/null
-grep -E '"event": "(valid|final|test)' "$OUT/metrics.jsonl" 2>/dev/null | cut -c1-240 | tail -8
-tail -c 2500 "$OUT/lm.log"
+for s in $STEPS; do
+  case $s in
+    tests) TAIL=15 step tests 180 "$OUT/pytest-gpu.log" $PY -m pytest -q -m gpu tests/test_cuda.py ;;
+    packing) TAIL=8 step packing 120 "$OUT/packing.log" $PY benchmarks/rnn_packing.py --device cuda ;;
+    profile) TAIL=12 step profile 150 /tmp/profile.log $PY benchmarks/profile_peers.py \
+      --device cuda --size small --precision bf16 --steps 16 --rows 12 --out "$OUT/profile.txt" ;;
+    peers) TAIL=60 step peers "$PEERS_S" "$OUT/peers.log" $PY benchmarks/peers.py --device cuda \
+      --out "$OUT/results.md" --json "$OUT/peers-cuda.json" ;;
+    compiled) TAIL=20 step compiled 150 "$OUT/compiled.log" $PY benchmarks/peers.py --device cuda \
+      --sections decode --impls seqlab,hf --precisions bf16 --compiled-decode \
+      --out /tmp/compiled.md --json /tmp/compiled.json ;;
+    ptb)
+      step ptb $((${PTB_MINUTES%.*} * 60 + 150)) "$OUT/lm.log" $PY benchmarks/lm.py \
+        --presets ptb-lstm-large --data-dir "$DATA" --minutes "$PTB_MINUTES" \
+        --runs-dir /tmp/gpu-runs --out "$OUT/lm.md" --verbose train.device=cuda \
+        train.precision=fp32 schedule.warmup=100
+      cp /tmp/gpu-runs/bench-ptb-lstm-large/metrics.jsonl "$OUT/" 2>/dev/null
+      grep -E '"event": "(valid|final|test)' "$OUT/metrics.jsonl" 2>/dev/null | cut -c1-240 | tail -8
+      ;;
+    *) echo "[gpu_session] unknown step $s (tests packing profile peers compiled ptb)" ;;
+  esac
+done

@@ -67,6 +67,53 @@ def test_recurrent_cudnn_path_equals_readable_path(kind):
         torch.testing.assert_close(a, b, **TOL)
 
 
+@contextlib.contextmanager
+def cudnn_deterministic() -> Iterator[None]:
+    saved = torch.backends.cudnn.deterministic
+    torch.backends.cudnn.deterministic = True
+    try:
+        yield
+    finally:
+        torch.backends.cudnn.deterministic = saved
+
+
+@pytest.mark.parametrize("autocast", [False, True])
+@pytest.mark.parametrize("kind", ["lstm", "gru", "rnn"])
+def test_recurrent_packed_weights_equal_assembled_bit_for_bit(kind, autocast):
+    """recurrent_packed.py: the buffer in cuDNN's layout computes exactly what the assembled
+    list computes (values, gradients of input and cells), fp32 and under bf16 autocast
+    (where torch's cuDNN RNN runs fp16 either way), and cuDNN takes it as its flat buffer."""
+    torch.manual_seed(0)
+    m = Recurrent(kind, 16, 32, num_layers=2, bidirectional=True).to(CUDA)
+    x = torch.randn(4, 7, 16, device=CUDA, requires_grad=True)  # (B, T, D)
+    lengths = torch.tensor([7, 3, 5, 1])
+
+    def forward():
+        with torch.autocast("cuda", dtype=torch.bfloat16, enabled=autocast):
+            return m(x, lengths=lengths)[0]  # (B, T, 2·H)
+
+    runs = []
+    for pack in (True, False):
+        m.pack_weights = pack
+        with no_tf32(), cudnn_deterministic():
+            runs.append(_values_and_grads(m, forward, [x]))
+    m.pack_weights = True
+    assert runs[0][0].dtype == runs[1][0].dtype == (torch.float16 if autocast else torch.float32)
+    assert torch.equal(runs[0][0], runs[1][0])
+    for a, b in zip(runs[0][1], runs[1][1], strict=True):
+        assert torch.equal(a, b)
+    with torch.autocast("cuda", dtype=torch.bfloat16, enabled=autocast):
+        weights = m._kernel_inputs(x, m._initial_state(x, None))[0]
+    reference = {"lstm": torch.nn.LSTM, "gru": torch.nn.GRU, "rnn": torch.nn.RNN}[kind](
+        16, 32, 2, batch_first=True, bidirectional=True, device=CUDA, dtype=weights[0].dtype
+    )  # torch's own flattening of the same shapes
+    base_m, base_r = weights[0].data_ptr(), reference._flat_weights[0].data_ptr()
+    assert [w.data_ptr() - base_m for w in weights] == [
+        w.data_ptr() - base_r for w in reference._flat_weights
+    ]
+    assert len({w.untyped_storage().data_ptr() for w in weights}) == 1
+
+
 def test_attention_sdpa_path_equals_readable_path():
     torch.manual_seed(0)
     B, T, S, D, H = 3, 4, 5, 16, 4

@@ -9,7 +9,8 @@ interchangeable paths over the same parameters (those of the cells):
   per-step hook that sees every state and gate value (Γu, Γr, Γf, Γo, c̃) as live autograd
   nodes, for inspection of gates and of gradient flow (``state.register_hook``);
 * fused: torch's native / cuDNN kernels (:mod:`seqlab.nn.recurrent_fused`), weights assembled
-  from the cells on every call so that gradients reach the cells.
+  from the cells on every call so that gradients reach the cells; on a GPU written by one
+  autograd node into one buffer in cuDNN's layout (:mod:`seqlab.nn.recurrent_packed`).
 
 tests/nn/test_recurrent.py proves readable == fused == ``torch.nn.RNN/GRU/LSTM`` (values
 and gradients, several layers, both directions, variable lengths, initial states).
@@ -27,6 +28,7 @@ from torch import Tensor, nn
 from seqlab.nn.cells import Cell, GRUCell, LSTMCell, RNNCell
 from seqlab.nn.masks import padding_mask
 from seqlab.nn.recurrent_fused import Mode, State, flat_weights_of, fused_forward
+from seqlab.nn.recurrent_packed import cudnn_layout, kernel_dtype, packed_flat_weights
 
 CellKind = Literal["rnn", "gru", "lstm"]
 StepHook = Callable[[int, int, int, State, dict[str, Tensor]], None]
@@ -139,12 +141,13 @@ class Recurrent(nn.Module):
         if fused and step_hook is not None:
             raise ValueError("step_hook needs the readable path: use fused=False or None")
         if fused:
+            weights, x, state0 = self._kernel_inputs(x, state0)
             return fused_forward(
                 self.mode,
                 x,
                 lengths,
                 state0,
-                self._kernel_weights(x),
+                weights,
                 self.bias,
                 self.num_layers,
                 self.bidirectional,
@@ -232,6 +235,34 @@ class Recurrent(nn.Module):
     def flat_weights(self) -> list[Tensor]:
         """torch's flat weight list assembled from the cells (differentiable)."""
         return flat_weights_of(list(self.cells))
+
+    pack_weights = True
+    """On a GPU with cuDNN, hand the kernel one packed buffer (recurrent_packed.py); False
+    only to measure what packing saves (benchmarks/peers_rnn.py)."""
+
+    def _kernel_inputs(self, x: Tensor, state0: State) -> tuple[list[Tensor], Tensor, State]:
+        """The fused kernel's weights, input and initial state.
+
+        On a GPU where cuDNN takes ``x``: the weights packed into one buffer in cuDNN's
+        layout and the kernel's dtype (fp16 under CUDA autocast, as torch's autocast runs
+        cuDNN RNNs; input and state cast to it here, the casts autocast would make).
+        Elsewhere: :meth:`_kernel_weights`."""
+        if not (self.pack_weights and x.is_cuda and torch.backends.cudnn.is_acceptable(x)):
+            return self._kernel_weights(x), x, state0
+        param_dtype = next(self.parameters()).dtype
+        dtype = kernel_dtype(x, param_dtype)
+        layout = cudnn_layout(
+            self.mode, self.input_size, self.hidden_size, self.num_layers,
+            self.bidirectional, self.bias, dtype, str(x.device),
+        )  # fmt: skip
+        weights = packed_flat_weights(list(self.cells), layout, dtype)
+        if x.dtype != dtype:
+            x = x.to(dtype)  # (B, T, D)
+            if isinstance(state0, tuple):
+                state0 = (state0[0].to(dtype), state0[1].to(dtype))  # (L·dirs, B, H) each
+            else:
+                state0 = state0.to(dtype)  # (L·dirs, B, H)
+        return weights, x, state0
 
     def _kernel_weights(self, x: Tensor) -> list[Tensor]:
         """``flat_weights()`` with the weight matrices cast once to autocast's dtype when
