@@ -122,7 +122,7 @@ def measure(model, batches, beam: int, precision: str, args: argparse.Namespace)
 
         return timed_run
 
-    times = round_robin({v: clocked(v) for v in variants}, args.reps)
+    times = round_robin({v: clocked(v) for v in variants}, args.reps, args.device)
     vs = against_first(times, best, len(batches) * n_new)
     sel = {v: statistics.median(select[v][1:]) for v in variants}  # [0]: the warm-up
     cells = [f"{vs[variants[0]].ms:.2f}", f"{sel[variants[0]]:.2f}"]
@@ -146,6 +146,7 @@ def main(argv: list[str] | None = None) -> list[str]:
     p.add_argument("--new-tokens", type=int, default=30)
     p.add_argument("--reps", type=int, default=5)
     p.add_argument("--threads", type=int, default=2)
+    p.add_argument("--device", default="cpu", help="cpu or cuda[:N] (model and batches there)")
     p.add_argument("--compiled", action="store_true", help="through the compiled decoder step")
     args = p.parse_args(argv)
     unknown = set(args.variants.split(",")) - set(VARIANTS)
@@ -155,12 +156,13 @@ def main(argv: list[str] | None = None) -> list[str]:
     keep_freed_memory()  # as benchmarks/peers.py and seqlab.api.load run
     torch.manual_seed(0)
     sources = [s for s, _ in pm.make_pairs(args.sentences, pm.SMALL, seed=1)]
-    batches = pdec.source_batches(sources, args.batch)
-    model = pm.build_seqlab(pm.SMALL)[0].eval()
+    batches = pdec.source_batches(sources, args.batch, device=args.device)
+    model = pm.build_seqlab(pm.SMALL)[0].to(args.device).eval()
     variants = args.variants.split(",")
     print(
         f"{args.sentences} sentences in batches of {args.batch}, {args.new_tokens} new tokens, "
-        f"{args.reps} reps, {args.threads} threads, {'compiled' if args.compiled else 'eager'}"
+        f"{args.reps} reps, {args.threads} threads, {args.device}, "
+        f"{'compiled' if args.compiled else 'eager'}"
     )
     head = f"| search | precision | {variants[0]} ms / step | its selection ms |"
     for v in variants[1:]:

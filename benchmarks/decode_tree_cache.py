@@ -45,7 +45,8 @@ def measure(model, batches, beam: int, precision: str, args: argparse.Namespace)
         c: pdec.decode_rep(impls[c], model, batches, beam, args.new_tokens, precision)
         for c in CACHES
     }
-    vs = against_first(round_robin(runs, args.reps), best, len(batches) * args.new_tokens)
+    times = round_robin(runs, args.reps, args.device)
+    vs = against_first(times, best, len(batches) * args.new_tokens)
     cells = [f"{vs['concat'].ms:.2f}"]
     for c in CACHES[1:]:
         cells += [f"{vs[c].ms:.2f}", f"{vs[c].speed:.2f}×", "yes" if vs[c].same else "NO"]
@@ -65,16 +66,17 @@ def main(argv: list[str] | None = None) -> list[str]:
     p.add_argument("--new-tokens", type=int, default=30)
     p.add_argument("--reps", type=int, default=5)
     p.add_argument("--threads", type=int, default=2)
+    p.add_argument("--device", default="cpu", help="cpu or cuda[:N] (model and batches there)")
     args = p.parse_args(argv)
     torch.set_num_threads(args.threads)
     keep_freed_memory()  # as benchmarks/peers.py and seqlab.api.load run
     torch.manual_seed(0)
     sources = [s for s, _ in pm.make_pairs(args.sentences, pm.SMALL, seed=1)]
-    batches = pdec.source_batches(sources, args.batch)
-    model = pm.build_seqlab(pm.SMALL)[0].eval()
+    batches = pdec.source_batches(sources, args.batch, device=args.device)
+    model = pm.build_seqlab(pm.SMALL)[0].to(args.device).eval()
     print(
         f"{args.sentences} sentences in batches of {args.batch}, {args.new_tokens} new tokens, "
-        f"{args.reps} reps, {args.threads} threads"
+        f"{args.reps} reps, {args.threads} threads, {args.device}"
     )
     rows = [
         "| search | precision | concat ms / step | tree ms / step | tree speed-up | tree same "

@@ -18,25 +18,33 @@ import torch
 from torch import nn
 
 from benchmarks import peers_decode as pdec
+from benchmarks.peers_timing import synchronize
 from seqlab.train.precision import autocast_context
 
 
 def one_best(model: nn.Module, batches, beam: int, n_new: int, impl: str, precision: str) -> list:
-    """The 1-best tokens of every batch with ``pdec.DECODERS[impl]``.  -> [(B, n_new)]."""
-    with torch.no_grad(), autocast_context(precision, torch.device("cpu")):  # type: ignore[arg-type]
+    """The 1-best tokens of every batch with ``pdec.DECODERS[impl]``, under autocast on the
+    batches' device.  -> [(B, n_new)]."""
+    device = batches[0][0].device
+    with torch.no_grad(), autocast_context(precision, device):  # type: ignore[arg-type]
         return [pdec.DECODERS[impl](model, s, m, beam, n_new) for s, m in batches]
 
 
-def round_robin(runs: dict[str, Callable[[], object]], reps: int) -> dict[str, list[float]]:
-    """Seconds per run of each variant over ``reps`` rotating rounds, after one warm-up."""
+def round_robin(
+    runs: dict[str, Callable[[], object]], reps: int, device: str = "cpu"
+) -> dict[str, list[float]]:
+    """Seconds per run of each variant over ``reps`` rotating rounds, after one warm-up
+    (on a GPU each run is bracketed by synchronisation)."""
     for run in runs.values():
         run()  # warm-up (and, compiled, the compiles)
     names = list(runs)
     times: dict[str, list[float]] = {n: [] for n in names}
     for r in range(reps):
         for n in names[r % len(names) :] + names[: r % len(names)]:
+            synchronize(device)
             t0 = time.perf_counter()
             runs[n]()
+            synchronize(device)
             times[n].append(time.perf_counter() - t0)
     return times
 
