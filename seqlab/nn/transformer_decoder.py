@@ -94,11 +94,16 @@ class TransformerDecoderState:
         search's expansion; checked once for all layers) turns each layer's concatenating
         cache into a ``TreeKVCache``, which ``TreeKVCache.reorder`` groups and beam search's
         later reorders do not copy; greedy search and sampling keep the ``KVCache``, which
-        is faster for them (docs/perf-notes-measured.md §24).
+        is faster for them (docs/perf-notes-measured.md §24), and so does a cache on a GPU,
+        where the tree's extra operators cost more than its copies save (perf-notes-gpu.md
+        §30).
         """
         state = self
         own = self.layers[0].self_kv if self.layers else None
-        if self.cache == "auto" and not within_inputs and isinstance(own, KVCache):
+        # On a GPU the concatenating cache stays (SDPA over it; the tree's extra operators
+        # cost more there than its copies save: docs/perf-notes-gpu.md §30).
+        concat = isinstance(own, KVCache)
+        if self.cache == "auto" and concat and own.k.device.type == "cpu" and not within_inputs:
             times = repeat_factor(index, own.k.shape[0])
             if times is not None and times > 1:
                 layers = [
