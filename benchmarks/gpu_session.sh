@@ -11,7 +11,8 @@
 #   compiled peers.py's decode section with seqlab's compiled step (--compiled-decode), bf16;
 #   ptb      issue 5's PTB "longer run": the 2 x 650 tied LSTM (configs/ptb-lstm-large.yaml)
 #            for PTB_MINUTES on the GPU, the cosine fitted to that budget, fp32.
-# Default STEPS="tests packing profile peers compiled" (the PTB run was done 2026-11-26).
+# Default STEPS="tests packing profile peers compiled" (the PTB run was done 2026-11-26);
+# on a lent H100, 2026-11-27, they took 369 s on the machine (about 6.5 minutes with its start).
 # Writes everything small to $OUT (default runs/gpu; at most eight files come back from a
 # lent machine): gpu.txt, pytest-gpu.log, packing.log, profile.txt, peers.log, results.md
 # (the section "## Performance vs peers on a GPU"), peers-cuda.json, compiled.log (or, with

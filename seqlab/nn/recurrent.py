@@ -238,7 +238,7 @@ class Recurrent(nn.Module):
 
     pack_weights = True
     """On a GPU with cuDNN, hand the kernel one packed buffer (recurrent_packed.py); False
-    only to measure what packing saves (benchmarks/peers_rnn.py)."""
+    only to measure what packing saves (benchmarks/rnn_packing.py)."""
 
     def _kernel_inputs(self, x: Tensor, state0: State) -> tuple[list[Tensor], Tensor, State]:
         """The fused kernel's weights, input and initial state.
@@ -256,7 +256,7 @@ class Recurrent(nn.Module):
             self.bidirectional, self.bias, dtype, str(x.device),
         )  # fmt: skip
         weights = packed_flat_weights(list(self.cells), layout, dtype)
-        if x.dtype != dtype:
+        if x.dtype != dtype and torch.is_autocast_enabled("cuda"):
             x = x.to(dtype)  # (B, T, D)
             if isinstance(state0, tuple):
                 state0 = (state0[0].to(dtype), state0[1].to(dtype))  # (L·dirs, B, H) each

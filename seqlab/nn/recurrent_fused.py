@@ -12,9 +12,11 @@ sequence is taken at its last real step (the backward direction starts there).
 Why ``torch._VF`` rather than ``torch.func.functional_call`` on a hidden ``nn.LSTM``: the
 module would own a second, unused copy of every weight and its weight-flattening cache;
 calling the kernel with our list is what the module does internally, without the copy.
-Cost: the weights are re-assembled each call (O(parameters), small next to O(B·T·H²)); on
-CUDA, cuDNN also copies them into its own flat buffer each call (it may warn that the
-weights are "not part of single contiguous chunk of memory").
+Cost: the weights are re-assembled each call (O(parameters), small next to O(B·T·H²)). On
+CUDA the assembled list is not one chunk of memory, so cuDNN would copy it into its own flat
+buffer each call (warning that the weights are "not part of single contiguous chunk of
+memory"); there ``Recurrent`` hands the kernel the weights packed by
+:mod:`seqlab.nn.recurrent_packed` instead (``Recurrent.pack_weights``).
 
 LSTM under CPU autocast on a CPU whose oneDNN has no bf16 (or fp16) RNN: torch picks its
 oneDNN LSTM from the *input's* dtype (fp32: yes), then autocast hands that kernel bf16
