@@ -10,10 +10,10 @@ launches, not the arithmetic, set a step's time on a GPU: seqlab's ``Recurrent``
 
 :class:`PackWeights` is one autograd node in their place:
 
-* forward: each cell's gate matrices stacked once, (G, H, H + D) = [W_h | W_x] per gate, and
-  written (two strided copies, cast on the way) into views of one buffer laid out exactly as
-  cuDNN expects it; the layout is read once per shape from ``nn.RNNBase.flatten_parameters``
-  (:func:`cudnn_layout`, cached);
+* forward: each cell's gate matrices [W_h | W_x] written, one ``torch.cat`` per flat weight
+  (cast on the way), into views of one buffer laid out exactly as cuDNN expects it; the
+  layout is read once per shape from ``nn.RNNBase.flatten_parameters`` (:func:`cudnn_layout`,
+  cached);
 * backward: each cell's gradient [∂W_h | ∂W_x] rebuilt with one ``torch.cat``.
 
 The values are copies of the cells' parameters, so the kernel computes exactly what it
@@ -109,8 +109,9 @@ class Layout:
     numel: int
 
     def views(self, buffer: Tensor) -> list[Tensor]:
+        """The flat weights as views of ``buffer`` (one ``as_strided`` each)."""
         return [
-            buffer[o : o + math.prod(s)].view(s)
+            buffer.as_strided(s, (s[1], 1) if len(s) == 2 else (1,), o)
             for o, s in zip(self.offsets, self.shapes, strict=True)
         ]
 
@@ -201,26 +202,24 @@ class PackWeights(torch.autograd.Function):
 
 @torch.no_grad()
 def _write_cell(spec: CellSpec, params: tuple[Tensor, ...], flat: list[Tensor]) -> None:
-    """Copy one cell's parameters into its flat views (the buffer starts zeroed)."""
-    G, H, D = spec.gates, spec.hidden, spec.inputs
-    if spec.stacked:
-        S = torch.stack(params[:G])  # (G, H, H + D) = [W_h | W_x] per gate
-        if spec.negated is not None:
-            S[spec.negated].neg_()  # W_z = −W_u
-        flat[1].view(G, H, H).copy_(S[:, :, :H])  # weight_hh
-        flat[0].view(G, H, D).copy_(S[:, :, H:])  # weight_ih
+    """Copy one cell's parameters into its flat views (the buffer starts zeroed): one
+    ``torch.cat`` per flat weight, written straight into the buffer (cast on the way)."""
+    G, H = spec.gates, spec.hidden
+    if spec.stacked:  # W_k = [W_kh | W_kx], k in torch's gate order
+        torch.cat([W[:, H:] for W in params[:G]], out=flat[0])  # weight_ih (G·H, D)
+        torch.cat([W[:, :H] for W in params[:G]], out=flat[1])  # weight_hh (G·H, H)
     else:
         flat[0].copy_(params[0])  # weight_ih = W_ax (H, D)
         flat[1].copy_(params[1])  # weight_hh = W_aa (H, H)
-    if not spec.bias:
-        return
-    n_w = spec.n_weights
-    bias_ih = flat[2].view(G, H)
-    bias_ih.copy_(torch.stack(params[n_w : n_w + G]))  # (G, H)
-    if spec.negated is not None:
-        bias_ih[spec.negated].neg_()  # b_z = −b_u
-    if spec.n_block_bias:
-        flat[3].view(G, H)[G - 1].copy_(params[n_w + G])  # bias_hh's n block = b_cc
+    if spec.bias:
+        n_w = spec.n_weights
+        torch.cat(params[n_w : n_w + G], out=flat[2])  # bias_ih (G·H,)
+        if spec.n_block_bias:
+            flat[3][(G - 1) * H :].copy_(params[n_w + G])  # bias_hh's n block = b_cc
+    if spec.negated is not None:  # W_z = −W_u, b_z = −b_u
+        rows = slice(spec.negated * H, (spec.negated + 1) * H)
+        for w in flat[:3] if spec.bias else flat[:2]:
+            w[rows].neg_()
 
 
 def _cell_grads(spec: CellSpec, grads: tuple[Tensor, ...], dtype: torch.dtype) -> list[Tensor]:
