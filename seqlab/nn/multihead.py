@@ -55,6 +55,23 @@ def always_sdpa() -> Iterator[None]:
         _SINGLE_QUERY_MATMUL = saved
 
 
+# Self-attention projects q, k, v with one product by the stacked [W_q; W_k; W_v] (and
+# cross-attention k, v by [W_k; W_v]) — ``MultiHeadAttention.project_qkv``;
+# ``separate_projections()`` turns that off, to measure it (docs/perf-notes-gpu.md §31).
+_STACKED_PROJECTIONS = True
+
+
+@contextlib.contextmanager
+def separate_projections() -> Iterator[None]:
+    """Inside: q, k and v are three products (``W_q(x)``, ``W_k(x)``, ``W_v(x)``)."""
+    global _STACKED_PROJECTIONS
+    saved, _STACKED_PROJECTIONS = _STACKED_PROJECTIONS, False
+    try:
+        yield
+    finally:
+        _STACKED_PROJECTIONS = saved
+
+
 @dataclass
 class KVCache:
     """Projected keys and values, split into heads: k = K W^K, v = V W^V per head.
@@ -208,13 +225,37 @@ class MultiHeadAttention(nn.Module):
         return x.transpose(1, 2)  # (B, H, L, Dh)
 
     def project_kv(self, key: Tensor, value: Tensor) -> KVCache:
-        """k = K W_k and v = V W_v, split into heads.
+        """k = K W_k and v = V W_v, split into heads; one product by [W_k; W_v] (2d × d)
+        when ``key is value`` (cross-attention over the memory).
 
         Shapes: key (B, S, d_model), value (B, S, d_model) -> KVCache (B, H, S, Dh).
         """
+        if key is value and _STACKED_PROJECTIONS:
+            k, v = self._stacked(key, (self.W_k, self.W_v))  # (B, S, d_model) each
+            return KVCache(self._split_heads(k), self._split_heads(v))  # (B, H, S, Dh)
         k = self._split_heads(self.W_k(key))  # (B, H, S, Dh)
         v = self._split_heads(self.W_v(value))  # (B, H, S, Dh)
         return KVCache(k, v)
+
+    def project_qkv(self, x: Tensor) -> tuple[Tensor, KVCache]:
+        """Self-attention's q = x W_q, k = x W_k, v = x W_v, split into heads: one product
+        by the stacked [W_q; W_k; W_v] (3d × d), the same three linear maps in one GEMM
+        (a third of the launches; ``nn.MultiheadAttention`` stores its ``in_proj`` so).
+
+        Shapes: x (B, T, d_model) -> q (B, H, T, Dh), KVCache (B, H, T, Dh).
+        """
+        if not _STACKED_PROJECTIONS:
+            return self._split_heads(self.W_q(x)), self.project_kv(x, x)
+        q, k, v = self._stacked(x, (self.W_q, self.W_k, self.W_v))  # (B, T, d_model) each
+        return self._split_heads(q), KVCache(self._split_heads(k), self._split_heads(v))
+
+    @staticmethod
+    def _stacked(x: Tensor, linears: tuple[nn.Linear, ...]) -> tuple[Tensor, ...]:
+        """x W_iᵀ + b_i for every linear, as one product by the stacked weights.
+        (B, L, d) -> n × (B, L, d), views of one (B, L, n·d)."""
+        W = torch.cat([lin.weight for lin in linears])  # (n·d, d)
+        b = None if linears[0].bias is None else torch.cat([lin.bias for lin in linears])
+        return F.linear(x, W, b).chunk(len(linears), dim=-1)  # n × (B, L, d)
 
     def attend(
         self,
@@ -231,9 +272,21 @@ class MultiHeadAttention(nn.Module):
             mask:    bool, True = keep, broadcastable to (B, H, T, S)
             returns: out (B, T, d_model); α (B, H, T, S) or None
         """
-        B, T, _ = query.shape
+        return self.attend_heads(self._split_heads(self.W_q(query)), kv, mask, need_weights)
+
+    def attend_heads(
+        self,
+        q: Tensor,
+        kv: KVCache | TreeKVCache,
+        mask: Tensor | None = None,
+        need_weights: bool = False,
+    ) -> tuple[Tensor, Tensor | None]:
+        """``attend`` for queries already projected and split into heads (``project_qkv``).
+
+        Shapes: q (B, H, T, Dh), kv, mask as ``attend`` -> out (B, T, d_model); α or None
+        """
+        B, _, T, _ = q.shape
         self._check_mask(mask, (B, self.n_heads, T, kv.length))
-        q = self._split_heads(self.W_q(query))  # (B, H, T, Dh)
         p = self.dropout if self.training else 0.0
         if not isinstance(kv, KVCache):  # a TreeKVCache (seqlab.nn.tree_kv_cache)
             if not need_weights:
@@ -260,6 +313,9 @@ class MultiHeadAttention(nn.Module):
         need_weights: bool = False,
     ) -> tuple[Tensor, Tensor | None]:
         """MultiHead(Q, K, V) = Concat(head_1 … head_H) W_o; see the class docstring."""
+        if query is key and key is value:  # self-attention: one stacked projection
+            q, kv = self.project_qkv(query)  # (B, H, T, Dh), KVCache (B, H, T, Dh)
+            return self.attend_heads(q, kv, mask, need_weights)
         return self.attend(query, self.project_kv(key, value), mask, need_weights)
 
     @staticmethod

@@ -239,13 +239,13 @@ class TransformerDecoderLayer(ResidualSublayers):
                 self K/V (B, H, t+T, Dh), weights or None.
         """
         h = self.sublayer_in(y, self.norm1)  # (B, T, D)
-        self_kv = self.self_attn.project_kv(h, h)  # (B, H, T, Dh)
+        q, self_kv = self.self_attn.project_qkv(h)  # (B, H, T, Dh) each
         if isinstance(past_kv, TreeKVCache):
             self_kv = past_kv.append(self_kv)  # t+T positions, written in place
         elif past_kv is not None:
             self_kv = past_kv.cat(self_kv)  # (B, H, t+T, Dh)
         # a (B, T, D), α_self (B, H, T, t+T) or None
-        a, alpha_self = self.self_attn.attend(h, self_kv, self_mask, need_weights)
+        a, alpha_self = self.self_attn.attend_heads(q, self_kv, self_mask, need_weights)
         y = self.sublayer_out(y, a, self.norm1)  # (B, T, D)
 
         h = self.sublayer_in(y, self.norm2)  # (B, T, D)
