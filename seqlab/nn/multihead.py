@@ -6,7 +6,9 @@
 
 with d_k = d_v = d_model / h. The h per-head projections W_i^Q ∈ ℝ^{d_model×d_k} are
 stored side by side as one ``nn.Linear(d_model, d_model)`` per role (``W_q``, ``W_k``,
-``W_v``), whose output is split into heads; ``W_o`` is W^O.
+``W_v``), whose output is split into heads; ``W_o`` is W^O. Self-attention computes its
+q, k, v as one product by the stacked [W_q; W_k; W_v] (``project_qkv``), cross-attention
+its k, v by [W_k; W_v]: the same linear maps, a third of the launches.
 
 Two paths compute the same function:
   * fast (``need_weights=False``): ``torch.nn.functional.scaled_dot_product_attention``,
