@@ -77,7 +77,8 @@ def main(argv: list[str] | None = None) -> dict:
     ms = {v: 1000 * statistics.median(t) / args.steps for v, t in times.items()}
     speed = statistics.median(a / b for a, b in zip(times["separate"], times["stacked"]))
     ops = {v: counts(run, args.steps, args.device) for v, run in runs.items()}
-    print(f"{args.device}, {args.precision}, {size.name} config, {args.steps} steps x {args.reps} reps")
+    what = f"{args.device}, {args.precision}, {size.name} config"
+    print(f"{what}, {args.steps} steps x {args.reps} reps")
     print("| variant | ms / step | operator calls / step | kernels / step |")
     print("|---|---:|---:|---:|")
     for v in runs:

@@ -100,8 +100,9 @@ def cached_layer(
             -> x (B, T, D), k/v (B, H, t+T, Dh)
     """
     h = layer.sublayer_in(x, layer.norm1)  # (B, T, D)
-    kv = past.cat(layer.self_attn.project_kv(h, h))  # (B, H, t+T, Dh)
-    a, _ = layer.self_attn.attend(h, kv, mask)  # (B, T, D)
+    q, kv = layer.self_attn.project_qkv(h)  # (B, H, T, Dh) each: one stacked product
+    kv = past.cat(kv)  # (B, H, t+T, Dh)
+    a, _ = layer.self_attn.attend_heads(q, kv, mask)  # (B, T, D)
     x = layer.sublayer_out(x, a, layer.norm1)  # (B, T, D)
     h = layer.sublayer_in(x, layer.norm2)  # (B, T, D)
     return layer.sublayer_out(x, layer.ffn(h), layer.norm2), kv  # (B, T, D)
