@@ -170,7 +170,12 @@ def test_max_epochs_counts_batches_across_accumulation(tmp_path):
 def test_training_runs_in_the_requested_precision(precision):
     over = {"train.precision": precision, "train.max_steps": 3, "train.valid_every": 100}
     trainer = Trainer(resolve_run(tiny(**over)), None, quiet=True)
-    linear = next(m for m in trainer.model.modules() if isinstance(m, nn.Linear))
+    # a linear that runs as a module (attention's W_q, W_k, W_v enter one stacked product)
+    linear = next(
+        m
+        for name, m in trainer.model.named_modules()
+        if isinstance(m, nn.Linear) and not name.endswith(("W_q", "W_k", "W_v"))
+    )
     seen, losses = [], []
     linear.register_forward_hook(lambda m, i, out: seen.append(out.dtype))
     real = trainer.task.loss
