@@ -2,6 +2,7 @@
 (``seqlab.nn.multihead.project_qkv`` / ``separate_projections``; docs/perf-notes-gpu.md §31).
 
     python benchmarks/stacked_projections.py [--device cpu] [--precision bf16] [--reps 7]
+    python benchmarks/stacked_projections.py --decode [--beam 5]   # decoding instead
 
 The training step of ``benchmarks/peers.py`` (seqlab's small config, 64 pairs of 14–20
 tokens, label smoothing, Adam; ``benchmarks/peers_train.py``'s ``seqlab_trainee``), the two
@@ -10,11 +11,17 @@ the order rotating (``benchmarks/paired_variants.round_robin``). Printed: ms per
 each (median), the paired speed-up of stacked over separate (median over repetitions of
 separate time / stacked time), and the operator calls per step of each, counted by
 ``torch.profiler`` over one repetition (on a GPU: also the kernels launched).
+
+``--decode``: the decoding workload of ``benchmarks/peers.py`` instead (100 sentences in
+batches of 32, exactly 30 new tokens, beam ``--beam``; ``peers_decode.decode_rep``), where
+each decoder step's self-attention projects its new position's q, k, v; ms per decoder
+step and the 1-best of both variants compared.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import statistics
 import sys
 from collections.abc import Callable
@@ -25,9 +32,10 @@ from torch.profiler import ProfilerActivity, profile
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from benchmarks import peers_decode as pdec  # noqa: E402
 from benchmarks import peers_models as pm  # noqa: E402
 from benchmarks import peers_train as ptrain  # noqa: E402
-from benchmarks.paired_variants import round_robin  # noqa: E402
+from benchmarks.paired_variants import one_best, round_robin  # noqa: E402
 from benchmarks.peers_timing import is_cuda, synchronize  # noqa: E402
 from seqlab.nn.multihead import separate_projections  # noqa: E402
 from seqlab.train.allocator import keep_freed_memory  # noqa: E402
@@ -64,7 +72,11 @@ def main(argv: list[str] | None = None) -> dict:
     p.add_argument("--reps", type=int, default=7)
     p.add_argument("--threads", type=int, default=2)
     p.add_argument("--tiny", action="store_true", help="tiny shapes (a smoke test)")
+    p.add_argument("--decode", action="store_true", help="the decoding workload instead")
+    p.add_argument("--beam", type=int, default=5, help="with --decode: beam width (1 greedy)")
     args = p.parse_args(argv)
+    if args.decode:
+        return decode(args)
     torch.set_num_threads(args.threads)
     keep_freed_memory()  # as benchmarks/peers.py and the Trainer run
     size = pm.TINY if args.tiny else pm.SMALL
@@ -85,6 +97,34 @@ def main(argv: list[str] | None = None) -> dict:
         print(f"| {v} | {ms[v]:.2f} | {ops[v][0]:,.0f} | {ops[v][1]:,.0f} |")
     print(f"stacked vs separate (paired): {speed:.3f}x")
     return {"ms": ms, "speed": speed, "ops": ops}
+
+
+def decode(args: argparse.Namespace) -> dict:
+    """The decoding comparison (module doc)."""
+    torch.set_num_threads(args.threads)
+    keep_freed_memory()
+    size = pm.TINY if args.tiny else pm.SMALL
+    n_sent, n_new = (8, 5) if args.tiny else (100, 30)
+    torch.manual_seed(0)
+    sources = [s for s, _ in pm.make_pairs(n_sent, size, seed=1)]
+    batches = pdec.source_batches(sources, 32, device=args.device)
+    model = pm.build_seqlab(size)[0].to(args.device).eval()
+    rep = pdec.decode_rep("seqlab", model, batches, args.beam, n_new, args.precision)
+    runs = {v: variant(v, rep) for v in ("separate", "stacked")}
+    best = {}
+    for v in runs:
+        with separate_projections() if v == "separate" else contextlib.nullcontext():
+            best[v] = one_best(model, batches, args.beam, n_new, "seqlab", args.precision)
+    times = round_robin(runs, args.reps, args.device)
+    steps = len(batches) * n_new
+    ms = {v: 1000 * statistics.median(t) / steps for v, t in times.items()}
+    speed = statistics.median(a / b for a, b in zip(times["separate"], times["stacked"]))
+    same = all(torch.equal(a, b) for a, b in zip(best["separate"], best["stacked"]))
+    search = "greedy" if args.beam == 1 else f"beam {args.beam}"
+    print(f"{args.device}, {args.precision}, {search}, {size.name} config, {args.reps} reps")
+    print(f"ms per decoder step: separate {ms['separate']:.2f}, stacked {ms['stacked']:.2f}")
+    print(f"stacked vs separate (paired): {speed:.3f}x; same 1-best: {'yes' if same else 'NO'}")
+    return {"ms": ms, "speed": speed, "same": same}
 
 
 if __name__ == "__main__":
