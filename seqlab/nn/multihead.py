@@ -6,9 +6,9 @@
 
 with d_k = d_v = d_model / h. The h per-head projections W_i^Q ∈ ℝ^{d_model×d_k} are
 stored side by side as one ``nn.Linear(d_model, d_model)`` per role (``W_q``, ``W_k``,
-``W_v``), whose output is split into heads; ``W_o`` is W^O. Self-attention computes its
-q, k, v as one product by the stacked [W_q; W_k; W_v] (``project_qkv``), cross-attention
-its k, v by [W_k; W_v]: the same linear maps, a third of the launches.
+``W_v``), whose output is split into heads; ``W_o`` is W^O. In training, self-attention
+computes its q, k, v as one product by the stacked [W_q; W_k; W_v] (``project_qkv``),
+cross-attention its k, v by [W_k; W_v]: the same linear maps, a third of the launches.
 
 Two paths compute the same function:
   * fast (``need_weights=False``): ``torch.nn.functional.scaled_dot_product_attention``,
@@ -57,10 +57,17 @@ def always_sdpa() -> Iterator[None]:
         _SINGLE_QUERY_MATMUL = saved
 
 
-# Self-attention projects q, k, v with one product by the stacked [W_q; W_k; W_v] (and
-# cross-attention k, v by [W_k; W_v]) — ``MultiHeadAttention.project_qkv``;
-# ``separate_projections()`` turns that off, to measure it (docs/perf-notes-gpu.md §31).
+# When training, self-attention projects q, k, v with one product by the stacked
+# [W_q; W_k; W_v] (and cross-attention k, v by [W_k; W_v]) — ``MultiHeadAttention.
+# project_qkv``; ``separate_projections()`` turns that off, to measure it. Without grad
+# (decoding, evaluation) the three products stay: a decoder step would rebuild and recast
+# the stacked matrix every step, where autocast casts each parameter once per region
+# (measured 0.92–0.99× there; docs/perf-notes-gpu.md §31).
 _STACKED_PROJECTIONS = True
+
+
+def _stack_projections() -> bool:
+    return _STACKED_PROJECTIONS and torch.is_grad_enabled()
 
 
 @contextlib.contextmanager
@@ -228,11 +235,11 @@ class MultiHeadAttention(nn.Module):
 
     def project_kv(self, key: Tensor, value: Tensor) -> KVCache:
         """k = K W_k and v = V W_v, split into heads; one product by [W_k; W_v] (2d × d)
-        when ``key is value`` (cross-attention over the memory).
+        when ``key is value`` (cross-attention over the memory) and grad is on.
 
         Shapes: key (B, S, d_model), value (B, S, d_model) -> KVCache (B, H, S, Dh).
         """
-        if key is value and _STACKED_PROJECTIONS:
+        if key is value and _stack_projections():
             k, v = self._stacked(key, (self.W_k, self.W_v))  # (B, S, d_model) each
             return KVCache(self._split_heads(k), self._split_heads(v))  # (B, H, S, Dh)
         k = self._split_heads(self.W_k(key))  # (B, H, S, Dh)
@@ -240,13 +247,14 @@ class MultiHeadAttention(nn.Module):
         return KVCache(k, v)
 
     def project_qkv(self, x: Tensor) -> tuple[Tensor, KVCache]:
-        """Self-attention's q = x W_q, k = x W_k, v = x W_v, split into heads: one product
-        by the stacked [W_q; W_k; W_v] (3d × d), the same three linear maps in one GEMM
-        (a third of the launches; ``nn.MultiheadAttention`` stores its ``in_proj`` so).
+        """Self-attention's q = x W_q, k = x W_k, v = x W_v, split into heads: with grad on,
+        one product by the stacked [W_q; W_k; W_v] (3d × d), the same three linear maps in
+        one GEMM (a third of the launches; ``nn.MultiheadAttention`` stores its ``in_proj``
+        so); without grad the three products (see ``_STACKED_PROJECTIONS``).
 
         Shapes: x (B, T, d_model) -> q (B, H, T, Dh), KVCache (B, H, T, Dh).
         """
-        if not _STACKED_PROJECTIONS:
+        if not _stack_projections():  # no grad, or measuring: the three products
             return self._split_heads(self.W_q(x)), self.project_kv(x, x)
         q, k, v = self._stacked(x, (self.W_q, self.W_k, self.W_v))  # (B, T, d_model) each
         return self._split_heads(q), KVCache(self._split_heads(k), self._split_heads(v))

@@ -1,7 +1,8 @@
 """Self-attention's q, k, v (and cross-attention's k, v) as one product by the stacked
-weights (seqlab/nn/multihead.py ``project_qkv``, ``project_kv``): the same linear maps as
-the three separate products, values and gradients; and every user of them — encoder,
-decoder (training and cached steps) — computes what it computes with separate products."""
+weights when training (seqlab/nn/multihead.py ``project_qkv``, ``project_kv``): the same
+linear maps as the three separate products, values and gradients; the Transformer's
+training forward computes what it computes with separate products, and decoding (no grad)
+keeps the three products."""
 
 from __future__ import annotations
 
@@ -86,6 +87,9 @@ def test_stacked_projection_is_one_linear_call(monkeypatch):
     with separate_projections():
         mha.project_qkv(x)
     assert len(calls) == 5
+    with torch.no_grad():  # decoding and evaluation keep the three products (§31)
+        mha.project_qkv(x)
+    assert len(calls) == 8
 
 
 @pytest.mark.parametrize("beam", [1, 3])
@@ -104,8 +108,8 @@ def test_transformer_training_and_decoding_equal_separate_products(beam):
     tgt_mask = torch.ones(B, 5, dtype=torch.bool)
 
     def run():
+        logits = model(src, src_mask, y_in, tgt_mask).detach()  # (B, T, V), grad on: stacked
         with torch.no_grad():
-            logits = model(src, src_mask, y_in, tgt_mask)  # (B, T, V)
             state = model.init_state(model.encode(src, src_mask), src_mask)
             if beam == 1:
                 out = greedy(model, state, B, 1, 2, 8, pad_id=0)
