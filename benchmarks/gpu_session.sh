@@ -3,7 +3,9 @@
 # STEPS picks, in order, from:
 #   tests    the CUDA tests (tests/test_cuda.py, `pytest -m gpu`; skipped without a GPU);
 #   packing  benchmarks/rnn_packing.py: the recurrent layers' packed cuDNN weights vs the
-#            assembled list vs nn.LSTM / nn.GRU (docs/perf-notes-measured.md §28);
+#            assembled list vs nn.LSTM / nn.GRU (docs/perf-notes-gpu.md §28);
+#   stacked  benchmarks/stacked_projections.py: self-attention's q, k, v as one stacked
+#            product vs three, in training (kernels per step; perf-notes-gpu.md §31);
 #   profile  benchmarks/profile_peers.py: kernels and operators per training step, seqlab vs
 #            nn vs HF, small bf16;
 #   peers    issue 11's benchmarks on the GPU: benchmarks/peers.py --device cuda (every
@@ -11,12 +13,12 @@
 #   compiled peers.py's decode section with seqlab's compiled step (--compiled-decode), bf16;
 #   ptb      issue 5's PTB "longer run": the 2 x 650 tied LSTM (configs/ptb-lstm-large.yaml)
 #            for PTB_MINUTES on the GPU, the cosine fitted to that budget, fp32.
-# Default STEPS="tests packing profile peers compiled" (the PTB run was done 2026-11-26);
+# Default STEPS="tests packing stacked profile peers compiled" (the PTB run was done 2026-11-26);
 # on a lent H100, 2026-11-27, they took 369 s on the machine (about 6.5 minutes with its start).
 # Writes everything small to $OUT (default runs/gpu; at most eight files come back from a
-# lent machine): gpu.txt, pytest-gpu.log, packing.log, profile.txt, peers.log, results.md
+# lent machine): gpu.txt, pytest-gpu.log, levers.log, profile.txt, peers.log, results.md
 # (the section "## Performance vs peers on a GPU"), peers-cuda.json, compiled.log (or, with
-# ptb: lm.log, lm.md, metrics.jsonl).
+# ptb: lm.log, lm.md, metrics.jsonl); packing and stacked both write levers.log.
 #   OUT=runs/gpu DATA=../shared/data bash benchmarks/gpu_session.sh
 # Through the device tool (../shared does not travel), for the ptb step: once, here,
 #   echo /.gpu/ >> .git/info/exclude; mkdir -p .gpu/data; cp -r ../shared/data/ptb .gpu/data/
@@ -26,7 +28,7 @@ set -u
 OUT=${OUT:-runs/gpu}
 DATA=${DATA:-../shared/data}
 PY=${PY:-python3}
-STEPS=${STEPS:-tests packing profile peers compiled}
+STEPS=${STEPS:-tests packing stacked profile peers compiled}
 PEERS_S=${PEERS_S:-240}
 PTB_MINUTES=${PTB_MINUTES:-4.5}
 mkdir -p "$OUT"
@@ -40,11 +42,11 @@ export PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH} PYTHONUNBUFFERED=1
   nproc
 } 2>&1 | tee "$OUT/gpu.txt"
 
-step() {  # step NAME SECONDS LOG COMMAND...: run with a time limit, log, report rc and time
+step() {  # step NAME SECONDS LOG COMMAND...: run with a time limit, append to LOG, report
   local name=$1 limit=$2 log=$3 start rc
   shift 3
   start=$(date +%s)
-  timeout "$limit" "$@" >"$log" 2>&1
+  timeout "$limit" "$@" >>"$log" 2>&1
   rc=$?
   tail -n "${TAIL:-25}" "$log"
   echo "[gpu_session] $name: rc $rc, $(($(date +%s) - start)) s"
@@ -53,7 +55,9 @@ step() {  # step NAME SECONDS LOG COMMAND...: run with a time limit, log, report
 for s in $STEPS; do
   case $s in
     tests) TAIL=15 step tests 180 "$OUT/pytest-gpu.log" $PY -m pytest -q -m gpu tests/test_cuda.py ;;
-    packing) TAIL=8 step packing 120 "$OUT/packing.log" $PY benchmarks/rnn_packing.py --device cuda ;;
+    packing) TAIL=8 step packing 120 "$OUT/levers.log" $PY benchmarks/rnn_packing.py --device cuda ;;
+    stacked) TAIL=7 step stacked 150 "$OUT/levers.log" $PY benchmarks/stacked_projections.py \
+      --device cuda --steps 16 --reps 7 --threads 16 ;;
     profile) TAIL=12 step profile 150 /tmp/profile.log $PY benchmarks/profile_peers.py \
       --device cuda --size small --precision bf16 --steps 16 --rows 12 --out "$OUT/profile.txt" ;;
     peers) TAIL=60 step peers "$PEERS_S" "$OUT/peers.log" $PY benchmarks/peers.py --device cuda \
@@ -69,6 +73,6 @@ for s in $STEPS; do
       cp /tmp/gpu-runs/bench-ptb-lstm-large/metrics.jsonl "$OUT/" 2>/dev/null
       grep -E '"event": "(valid|final|test)' "$OUT/metrics.jsonl" 2>/dev/null | cut -c1-240 | tail -8
       ;;
-    *) echo "[gpu_session] unknown step $s (tests packing profile peers compiled ptb)" ;;
+    *) echo "[gpu_session] unknown step $s (tests packing stacked profile peers compiled ptb)" ;;
   esac
 done
