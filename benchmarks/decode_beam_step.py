@@ -36,17 +36,19 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-import torch
-
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import seqlab.decode.beam as beam_module  # noqa: E402
 import seqlab.decode.top_extensions as top_ext  # noqa: E402
 from benchmarks import peers_decode as pdec  # noqa: E402
 from benchmarks import peers_models as pm  # noqa: E402
-from benchmarks.paired_variants import against_first, one_best, round_robin  # noqa: E402
+from benchmarks.paired_variants import (  # noqa: E402
+    against_first,
+    decode_workload,
+    one_best,
+    round_robin,
+)
 from seqlab.decode.compiled import compiled_decoder  # noqa: E402
-from seqlab.train.allocator import keep_freed_memory  # noqa: E402
 
 # variant -> (chunk size C, reorder inside the compiled graph)
 VARIANTS = {
@@ -152,12 +154,9 @@ def main(argv: list[str] | None = None) -> list[str]:
     unknown = set(args.variants.split(",")) - set(VARIANTS)
     if unknown:
         p.error(f"unknown variant(s) {sorted(unknown)}; choose from {', '.join(VARIANTS)}")
-    torch.set_num_threads(args.threads)
-    keep_freed_memory()  # as benchmarks/peers.py and seqlab.api.load run
-    torch.manual_seed(0)
-    sources = [s for s, _ in pm.make_pairs(args.sentences, pm.SMALL, seed=1)]
-    batches = pdec.source_batches(sources, args.batch, device=args.device)
-    model = pm.build_seqlab(pm.SMALL)[0].to(args.device).eval()
+    model, batches = decode_workload(
+        pm.SMALL, args.sentences, args.batch, args.threads, args.device
+    )
     variants = args.variants.split(",")
     print(
         f"{args.sentences} sentences in batches of {args.batch}, {args.new_tokens} new tokens, "

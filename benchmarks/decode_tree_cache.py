@@ -25,14 +25,16 @@ import argparse
 import sys
 from pathlib import Path
 
-import torch
-
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from benchmarks import peers_decode as pdec  # noqa: E402
 from benchmarks import peers_models as pm  # noqa: E402
-from benchmarks.paired_variants import against_first, one_best, round_robin  # noqa: E402
-from seqlab.train.allocator import keep_freed_memory  # noqa: E402
+from benchmarks.paired_variants import (  # noqa: E402
+    against_first,
+    decode_workload,
+    one_best,
+    round_robin,
+)
 
 CACHES = ("concat", "tree", "auto")
 
@@ -68,12 +70,9 @@ def main(argv: list[str] | None = None) -> list[str]:
     p.add_argument("--threads", type=int, default=2)
     p.add_argument("--device", default="cpu", help="cpu or cuda[:N] (model and batches there)")
     args = p.parse_args(argv)
-    torch.set_num_threads(args.threads)
-    keep_freed_memory()  # as benchmarks/peers.py and seqlab.api.load run
-    torch.manual_seed(0)
-    sources = [s for s, _ in pm.make_pairs(args.sentences, pm.SMALL, seed=1)]
-    batches = pdec.source_batches(sources, args.batch, device=args.device)
-    model = pm.build_seqlab(pm.SMALL)[0].to(args.device).eval()
+    model, batches = decode_workload(
+        pm.SMALL, args.sentences, args.batch, args.threads, args.device
+    )
     print(
         f"{args.sentences} sentences in batches of {args.batch}, {args.new_tokens} new tokens, "
         f"{args.reps} reps, {args.threads} threads, {args.device}"

@@ -1,5 +1,6 @@
 """Variants of one decoding workload timed against each other in one process (shared by
-``benchmarks/decode_tree_cache.py`` and ``benchmarks/decode_beam_step.py``).
+``benchmarks/decode_tree_cache.py``, ``benchmarks/decode_beam_step.py`` and
+``benchmarks/stacked_projections.py --decode``).
 
 Each variant runs once untimed (warm-up, and any compile), then ``reps`` rounds of every
 variant back to back, the order rotating each round. A variant's speed-up over the first
@@ -18,8 +19,25 @@ import torch
 from torch import nn
 
 from benchmarks import peers_decode as pdec
+from benchmarks import peers_models as pm
 from benchmarks.peers_timing import synchronize
+from seqlab.train.allocator import keep_freed_memory
 from seqlab.train.precision import autocast_context
+
+
+def decode_workload(
+    size: pm.Size, sentences: int, batch: int, threads: int, device: str = "cpu"
+) -> tuple[nn.Module, list]:
+    """``benchmarks/peers.py``'s decoding workload: its random-weight seqlab model of
+    ``size`` (seed 0, eval mode) and ``sentences`` sources in padded batches of ``batch``,
+    both on ``device``; torch's threads set and freed memory kept, as peers.py runs.
+    -> (model, [(src (B, S), src_mask (B, S))])"""
+    torch.set_num_threads(threads)
+    keep_freed_memory()
+    torch.manual_seed(0)
+    sources = [s for s, _ in pm.make_pairs(sentences, size, seed=1)]
+    batches = pdec.source_batches(sources, batch, device=device)
+    return pm.build_seqlab(size)[0].to(device).eval(), batches
 
 
 def one_best(model: nn.Module, batches, beam: int, n_new: int, impl: str, precision: str) -> list:

@@ -31,6 +31,13 @@ from benchmarks.peers_timing import is_cuda, synchronize  # noqa: E402
 SIZES = {"tiny": pm.TINY, "small": pm.SMALL, "base": pm.BASE}
 
 
+def per_step_counts(prof: profile, steps: int) -> tuple[float, float]:
+    """Operator calls and CUDA kernels launched per step, over ``steps`` profiled steps."""
+    calls = sum(e.count for e in prof.key_averages()) / steps
+    kernels = sum(1 for e in prof.events() if e.device_type.name == "CUDA") / steps
+    return calls, kernels
+
+
 def profile_impl(impl: str, args: argparse.Namespace) -> str:
     """The report of one implementation (tables and per-step totals)."""
     size = SIZES[args.size]
@@ -48,8 +55,7 @@ def profile_impl(impl: str, args: argparse.Namespace) -> str:
         synchronize(args.device)
         wall = (time.perf_counter() - t0) / len(batches)
     events = prof.key_averages()
-    calls = sum(e.count for e in events) / len(batches)
-    kernels = sum(1 for e in prof.events() if e.device_type.name == "CUDA") / len(batches)
+    calls, kernels = per_step_counts(prof, len(batches))
     head = (
         f"== {impl} {args.size} {args.precision} on {args.device}: {1000 * wall:.2f} ms/step "
         f"(under the profiler), {calls:,.0f} operator calls/step, {kernels:,.0f} kernels/step"

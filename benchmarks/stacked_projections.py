@@ -21,7 +21,6 @@ step and the 1-best of both variants compared.
 from __future__ import annotations
 
 import argparse
-import contextlib
 import statistics
 import sys
 from collections.abc import Callable
@@ -35,17 +34,18 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from benchmarks import peers_decode as pdec  # noqa: E402
 from benchmarks import peers_models as pm  # noqa: E402
 from benchmarks import peers_train as ptrain  # noqa: E402
-from benchmarks.paired_variants import one_best, round_robin  # noqa: E402
+from benchmarks.paired_variants import decode_workload, one_best, round_robin  # noqa: E402
 from benchmarks.peers_timing import is_cuda, synchronize  # noqa: E402
+from benchmarks.profile_peers import per_step_counts  # noqa: E402
 from seqlab.nn.multihead import separate_projections  # noqa: E402
 from seqlab.train.allocator import keep_freed_memory  # noqa: E402
 
 
-def variant(name: str, run: Callable[[], int]) -> Callable[[], int]:
+def variant(name: str, run: Callable[[], object]) -> Callable[[], object]:
     if name == "stacked":
         return run
 
-    def separate() -> int:
+    def separate() -> object:
         with separate_projections():
             return run()
 
@@ -59,9 +59,7 @@ def counts(run: Callable[[], int], steps: int, device: str) -> tuple[float, floa
     with profile(activities=acts) as prof:
         run()
         synchronize(device)
-    calls = sum(e.count for e in prof.key_averages()) / steps
-    kernels = sum(1 for e in prof.events() if e.device_type.name == "CUDA") / steps
-    return calls, kernels
+    return per_step_counts(prof, steps)
 
 
 def main(argv: list[str] | None = None) -> dict:
@@ -101,20 +99,16 @@ def main(argv: list[str] | None = None) -> dict:
 
 def decode(args: argparse.Namespace) -> dict:
     """The decoding comparison (module doc)."""
-    torch.set_num_threads(args.threads)
-    keep_freed_memory()
     size = pm.TINY if args.tiny else pm.SMALL
     n_sent, n_new = (8, 5) if args.tiny else (100, 30)
-    torch.manual_seed(0)
-    sources = [s for s, _ in pm.make_pairs(n_sent, size, seed=1)]
-    batches = pdec.source_batches(sources, 32, device=args.device)
-    model = pm.build_seqlab(size)[0].to(args.device).eval()
+    model, batches = decode_workload(size, n_sent, 32, args.threads, args.device)
     rep = pdec.decode_rep("seqlab", model, batches, args.beam, n_new, args.precision)
     runs = {v: variant(v, rep) for v in ("separate", "stacked")}
-    best = {}
-    for v in runs:
-        with separate_projections() if v == "separate" else contextlib.nullcontext():
-            best[v] = one_best(model, batches, args.beam, n_new, "seqlab", args.precision)
+
+    def best_of() -> list:
+        return one_best(model, batches, args.beam, n_new, "seqlab", args.precision)
+
+    best = {v: variant(v, best_of)() for v in runs}
     times = round_robin(runs, args.reps, args.device)
     steps = len(batches) * n_new
     ms = {v: 1000 * statistics.median(t) / steps for v, t in times.items()}

@@ -178,20 +178,16 @@ def test_auto_cache_stays_concatenating_on_the_gpu():
     "auto" becomes a TreeKVCache, tests/nn/test_tree_kv_cache.py)."""
     from seqlab.decode import beam_search
     from seqlab.nn.multihead import KVCache
+    from tests.nn.test_tree_kv_cache import FirstLayerCacheSpy
 
     torch.manual_seed(0)
     model = pm.build_seqlab(dataclasses.replace(pm.TINY, dropout=0.0))[0].to(CUDA).eval()
     src, src_mask = peers_decode.source_batches(
         [s for s, _ in pm.make_pairs(2, pm.TINY, seed=1)], 2, device=CUDA
     )[0]
-    caches = []
-
-    class Spy:
-        def step(self, y_prev, state):
-            caches.append(state.layers[0].self_kv)
-            return model.step(y_prev, state)
-
+    caches: list = []
     with torch.no_grad():
         state = model.init_state(model.encode(src, src_mask), src_mask)
-        beam_search(Spy(), state, 2, 1, 2, 5, beam_size=3, min_len=5, pad_id=0)
+        spy = FirstLayerCacheSpy(model, caches)
+        beam_search(spy, state, 2, 1, 2, 5, beam_size=3, min_len=5, pad_id=0)
     assert len(caches) == 5 and all(type(c) is KVCache for c in caches)

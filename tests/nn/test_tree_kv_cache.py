@@ -159,23 +159,30 @@ def test_a_transformer_decodes_the_same_with_either_cache(beam):
         torch.testing.assert_close(out[cache].scores, out["concat"].scores, atol=1e-5, rtol=0)
 
 
+class FirstLayerCacheSpy:
+    """A decoder that records the first layer's self-attention cache it is stepped with
+    into ``caches``, then steps ``model``."""
+
+    def __init__(self, model, caches: list) -> None:
+        self.model, self.caches = model, caches
+
+    def step(self, y_prev, state):
+        self.caches.append(state.layers[0].self_kv)
+        return self.model.step(y_prev, state)
+
+
 @pytest.mark.parametrize("cache", ["tree", "auto"])
 def test_beam_search_writes_one_buffer_in_place(cache):
     model = tiny_transformer().double()
     B, K = 2, 3
     src = torch.randint(4, 40, (B, 6))
     src_mask = torch.ones(B, 6, dtype=torch.bool)
-    caches = []
-
-    class Spy:
-        def step(self, y_prev, state):
-            caches.append(state.layers[0].self_kv)
-            return model.step(y_prev, state)
-
+    caches: list = []
+    spy = FirstLayerCacheSpy(model, caches)
     with torch.no_grad():
         state = model.init_state(model.encode(src, src_mask), src_mask, cache=cache)
-        beam_search(Spy(), state, B, 1, 2, 10, beam_size=K, min_len=10, pad_id=0)
-        greedy(Spy(), model.init_state(model.encode(src, src_mask), src_mask, cache=cache),
+        beam_search(spy, state, B, 1, 2, 10, beam_size=K, min_len=10, pad_id=0)
+        greedy(spy, model.init_state(model.encode(src, src_mask), src_mask, cache=cache),
                B, 1, 2, 4, pad_id=0)  # fmt: skip
     # step 1 on the B inputs alone (auto: still the KVCache), then one grouped buffer for
     # the other 9 steps; greedy search: a TreeKVCache only if asked for
