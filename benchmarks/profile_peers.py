@@ -27,6 +27,7 @@ from torch.profiler import ProfilerActivity, profile  # noqa: E402
 from benchmarks import peers_models as pm  # noqa: E402
 from benchmarks import peers_train as ptrain  # noqa: E402
 from benchmarks.peers_timing import is_cuda, synchronize  # noqa: E402
+from seqlab.train.allocator import keep_freed_memory  # noqa: E402
 
 SIZES = {"tiny": pm.TINY, "small": pm.SMALL, "base": pm.BASE}
 
@@ -77,12 +78,21 @@ def main(argv: list[str] | None = None) -> str:
     p.add_argument("--warmup", type=int, default=3)
     p.add_argument("--rows", type=int, default=25)
     p.add_argument("--out", help="also write the report here")
+    p.add_argument(
+        "--allocator",
+        choices=("keep", "default"),
+        default="keep",
+        help="keep (default): seqlab's keep_freed_memory() as its Trainer and peers.py do; "
+        "default: glibc as is (freshly mapped pages then show as slow copies and log-softmaxes)",
+    )
     args = p.parse_args(argv)
     impls = [i.strip() for i in args.impls.split(",") if i.strip()]
     if bad := sorted(set(impls) - set(ptrain.IMPLEMENTATIONS)):
         p.error(f"--impls: unknown {bad}; choose from {', '.join(ptrain.IMPLEMENTATIONS)}")
     if is_cuda(args.device) and not torch.cuda.is_available():
         p.error("--device cuda: torch.cuda.is_available() is False on this machine")
+    if args.allocator == "keep":
+        keep_freed_memory()
     report = "\n\n".join(profile_impl(i, args) for i in impls)
     print(report)
     if args.out:

@@ -14,8 +14,9 @@ from typing import Any
 
 import numpy as np
 import torch
-import torch.nn.functional as F
 from torch import Tensor, nn
+
+from seqlab.nn.smoothed_cross_entropy import smoothed_cross_entropy
 
 
 @dataclass
@@ -53,13 +54,14 @@ def token_cross_entropy(
 
     * ``fused=False`` — the readable one: the non-pad rows in fp32, one log-softmax shared
       by the loss and the NLL, the two terms of the formula above.
-    * ``fused=True`` (default) — PyTorch's fused ``F.cross_entropy`` (``ignore_index`` for
-      padding, no row gather) in the logits' own dtype. Its kernel accumulates in fp32 and
-      its backward writes softmax − target in one pass, where the readable path makes an
-      fp32 copy of the (N, V) logits and four more (N, V) temporaries; for the Multi30k
-      Transformer (N ≈ 3,800, V = 8,000) that was a third of the training step here.
-      Per-token losses are summed in fp32; the NLL for perplexity is a second, no-grad
-      pass of the same kernel.
+    * ``fused=True`` (default) — ``seqlab.nn.smoothed_cross_entropy``: one softmax in the
+      logits' own dtype (float32 accumulation) gives the loss and the NLL of each token, and
+      its backward writes (p − ε/V)·g in one pass plus a scatter at the targets. Under
+      autocast ``F.cross_entropy`` would copy the (N, V) logits to float32, and its backward
+      make four more (N, V) passes (docs/perf-notes-loss.md §32); for the Multi30k
+      Transformer (N ≈ 1,300 per batch, V = 8,000) that path cost ~15 % of a bf16 training
+      step, and the readable path more. Padding rows (``pad_id``) get loss 0 and no
+      gradient; per-token losses are summed in fp32.
 
     Shapes:
         logits: (B, T, V) any float dtype
@@ -69,19 +71,10 @@ def token_cross_entropy(
     n_tokens = int(keep.sum())
     if fused:
         V = logits.size(-1)
-        x = logits.reshape(-1, V)  # (B·T, V)
-        y = target.reshape(-1)  # (B·T,)
-        per_token = F.cross_entropy(
-            x, y, ignore_index=pad_id, label_smoothing=label_smoothing, reduction="none"
-        )  # (B·T,) 0 at padding
-        loss_sum = per_token.float().sum()
-        if label_smoothing:
-            with torch.no_grad():
-                nll = F.cross_entropy(x, y, ignore_index=pad_id, reduction="none")  # (B·T,)
-                nll_sum = nll.float().sum()
-        else:
-            nll_sum = loss_sum.detach()
-        return LossOutput(loss_sum, nll_sum, n_tokens)
+        loss, nll = smoothed_cross_entropy(
+            logits.reshape(-1, V), target.reshape(-1), pad_id, label_smoothing
+        )  # (B·T,) each, 0 at padding
+        return LossOutput(loss.float().sum(), nll.float().sum(), n_tokens)
     h = logits[keep]  # (N, V)
     if h.dtype in (torch.float16, torch.bfloat16):
         h = h.float()

@@ -1,0 +1,129 @@
+"""The training loss through ``seqlab.nn.smoothed_cross_entropy`` against ``F.cross_entropy``
+(docs/perf-notes-loss.md §32).
+
+    python benchmarks/loss_kernel.py [--precision bf16|fp32] [--reps 9] [--steps 4]
+
+The training step of ``benchmarks/peers.py`` (seqlab's small config, 64 pairs of 14–20
+tokens, label smoothing 0.1, Adam; ``benchmarks/peers_train.py``'s ``seqlab_trainee``),
+two variants on the same model and batches, back to back with the order rotating
+(``benchmarks/paired_variants.round_robin``):
+
+* ``torch`` — the loss as before §32: ``F.cross_entropy`` with ``label_smoothing`` for the
+  loss and a second, no-grad ``F.cross_entropy`` for the NLL (what nn.Transformer and HF
+  Marian users call);
+* ``seqlab`` — ``token_cross_entropy``'s fast path as shipped.
+
+Printed: ms per step of each (median) and the paired speed-up of seqlab over torch (median
+over repetitions of torch time / seqlab time). ``--micro`` times the loss alone on (N, V)
+logits of the step's shape (forward, backward and the NLL).
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from unittest import mock
+
+import torch
+import torch.nn.functional as F
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from benchmarks import peers_models as pm  # noqa: E402
+from benchmarks import peers_train as ptrain  # noqa: E402
+from benchmarks.paired_variants import round_robin  # noqa: E402
+from seqlab.nn.smoothed_cross_entropy import smoothed_cross_entropy  # noqa: E402
+from seqlab.train.allocator import keep_freed_memory  # noqa: E402
+from seqlab.train.precision import autocast_context  # noqa: E402
+
+
+def torch_cross_entropy(x, target, ignore_index=-100, label_smoothing=0.0):
+    """The pre-§32 fast path: (loss, nll) per token from two ``F.cross_entropy`` calls."""
+    loss = F.cross_entropy(
+        x, target, ignore_index=ignore_index, label_smoothing=label_smoothing, reduction="none"
+    )
+    with torch.no_grad():
+        nll = F.cross_entropy(x, target, ignore_index=ignore_index, reduction="none")
+    return loss, nll
+
+
+def variant(name: str, run: Callable[[], object]) -> Callable[[], object]:
+    if name == "seqlab":
+        return run
+
+    def with_torch() -> object:
+        with mock.patch("seqlab.tasks.base.smoothed_cross_entropy", torch_cross_entropy):
+            return run()
+
+    return with_torch
+
+
+def micro(args: argparse.Namespace) -> dict:
+    """The loss alone on logits of the step's shape (module doc)."""
+    N, V = 64 * 21, pm.SMALL.vocab
+    torch.manual_seed(0)
+    x0 = torch.randn(N, V).to(torch.bfloat16 if args.precision == "bf16" else torch.float32)
+    y = torch.randint(1, V, (N,))
+    y[::10] = 0  # padding rows
+
+    def run(fn) -> Callable[[], object]:
+        def go() -> object:
+            x = x0.detach().requires_grad_()
+            with autocast_context(args.precision, "cpu"):  # type: ignore[arg-type]
+                loss, _ = fn(x, y, 0, 0.1)
+            loss.float().sum().backward()
+            return x.grad
+
+        return go
+
+    runs = {"torch": run(torch_cross_entropy), "seqlab": run(smoothed_cross_entropy)}
+    times = round_robin(runs, args.reps * 5)
+    ms = {k: 1000 * statistics.median(t) for k, t in times.items()}
+    print(
+        f"loss alone, ({N} x {V}) logits, {args.precision}: torch {ms['torch']:.2f} ms, "
+        f"seqlab {ms['seqlab']:.2f} ms"
+    )
+    return ms
+
+
+def main(argv: list[str] | None = None) -> dict:
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--precision", default="bf16", choices=("fp32", "bf16"))
+    p.add_argument("--steps", type=int, default=4, help="training steps per repetition")
+    p.add_argument("--reps", type=int, default=9)
+    p.add_argument("--threads", type=int, default=2)
+    p.add_argument("--tiny", action="store_true", help="tiny shapes (a smoke test)")
+    p.add_argument("--micro", action="store_true", help="the loss alone")
+    args = p.parse_args(argv)
+    torch.set_num_threads(args.threads)
+    keep_freed_memory()  # as benchmarks/peers.py and the Trainer run
+    if args.micro:
+        return micro(args)
+    size = pm.TINY if args.tiny else pm.SMALL
+    torch.manual_seed(0)
+    batches = pm.make_batches(args.steps, size, 64)
+    trainee = ptrain.seqlab_trainee(size)
+    rep = ptrain.train_rep(trainee, batches, args.precision)
+    runs = {v: variant(v, rep) for v in ("torch", "seqlab")}
+    t0 = time.perf_counter()
+    times = round_robin(runs, args.reps)
+    ms = {v: 1000 * statistics.median(t) / args.steps for v, t in times.items()}
+    speed = statistics.median(a / b for a, b in zip(times["torch"], times["seqlab"]))
+    print(
+        f"cpu, {args.precision}, {size.name} config, {args.steps} steps x {args.reps} reps "
+        f"({time.perf_counter() - t0:.0f} s)"
+    )
+    print("| loss | ms / step |")
+    print("|---|---:|")
+    for v in runs:
+        print(f"| {v} | {ms[v]:.2f} |")
+    print(f"seqlab vs torch (paired): {speed:.3f}x")
+    return {"ms": ms, "speed": speed}
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,99 @@
+"""Label-smoothed cross-entropy and the NLL of the same tokens, from one softmax.
+
+Szegedy et al. 2016 §7; Vaswani et al. 2017 §5.4. For logits x ∈ ℝ^V of a token with
+target y and smoothing ε, with lse = log Σ_v exp(x_v):
+
+    nll  = lse − x_y                                   (−log p(y))
+    loss = (1 − ε)·nll + ε·(lse − (1/V) Σ_v x_v)       (target (1 − ε)·onehot(y) + ε/V)
+    ∂loss/∂x_v = p_v − ε/V − (1 − ε)·[v = y],   p = softmax(x)
+
+Why a function of its own: under autocast, ``F.cross_entropy`` is on the float32 list, so a
+bf16 training step copies the (N, V) logits to float32, runs log-softmax over them, and in
+the backward fills a zero (N, V) tensor for the NLL term, adds the smoothing term's (N, V)
+gradient to it, runs the log-softmax backward and casts the result back to bf16 — five
+passes over N·V floats, plus a second forward for the NLL that perplexity needs. At the
+Multi30k Transformer's shapes (N ≈ 1,300 tokens, V = 8,000) that was ~15 % of a bf16 CPU
+training step (docs/perf-notes-loss.md §32). Here the forward makes one softmax in the
+logits' dtype (its kernel accumulates in float32) and two row maxima and a row sum; the
+backward one pass, (p − ε/V)·g, and a scatter at the targets.
+
+Precision: in float32 / float64 everything is exact to the dtype. In bf16, p is rounded to
+bf16 (8 bits), so lse = max_v x_v − log max_v p_v is exact to 2⁻⁹ (absolute, in nats),
+Σ_v x_v is rounded to bf16 before the division, and the gradient (p − ε/V)·g takes two
+more bf16 roundings; the target entries are computed in float32 and rounded once.
+tests/nn/test_smoothed_cross_entropy.py bounds each against a float64 reference.
+
+Shapes:
+    x: (N, V) float (any float dtype), target: (N,) long, ignore_index: rows with that
+    target get loss 0, nll 0 and a zero gradient
+    -> loss (N,) float32 (float64 for float64 logits), nll (N,) same, not differentiable
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import Tensor
+
+
+class SmoothedCrossEntropy(torch.autograd.Function):
+    """loss_i, nll_i as in the module doc; saves only p = softmax(x) (N, V) in x's dtype."""
+
+    @staticmethod
+    def forward(ctx, x: Tensor, target: Tensor, ignore_index: int, eps: float):  # type: ignore[override]
+        with torch.autocast(x.device.type, enabled=False):
+            acc = torch.float64 if x.dtype == torch.float64 else torch.float32
+            keep = target != ignore_index  # (N,)
+            y = torch.where(keep, target, 0)  # (N,) valid ids everywhere
+            p = torch.softmax(x, dim=-1)  # (N, V) x.dtype, float32 accumulation
+            x_y = x.gather(1, y.unsqueeze(1)).squeeze(1).to(acc)  # (N,)
+            # lse = x_max − log p_max: the largest p is the best-rounded one and never underflows
+            lse = x.amax(dim=-1).to(acc) - torch.log(p.amax(dim=-1).to(acc))  # (N,)
+            nll = lse - x_y  # (N,)
+            if eps:
+                mean_x = x.sum(dim=-1).to(acc) / x.size(-1)  # (N,)
+                loss = (1.0 - eps) * nll + eps * (lse - mean_x)
+            else:
+                loss = nll.clone()
+            loss = loss.masked_fill(~keep, 0.0)
+            nll = nll.masked_fill(~keep, 0.0)
+        ctx.save_for_backward(p, y, keep)
+        ctx.eps = eps
+        ctx.mark_non_differentiable(nll)
+        return loss, nll
+
+    @staticmethod
+    def backward(ctx, g_loss: Tensor, g_nll: Tensor | None):  # type: ignore[override]
+        p, y, keep = ctx.saved_tensors
+        eps = ctx.eps
+        with torch.autocast(p.device.type, enabled=False):
+            g = (g_loss * keep).unsqueeze(1)  # (N, 1) float, 0 on ignored rows
+            c = eps / p.size(-1)
+            # (p − ε/V)·g in p's dtype: mixed-dtype operands would make TensorIterator copy
+            # the (N, V) tensor through float32, so g goes to p's dtype (a per-row scale)
+            grad = torch.mul(p, g.to(p.dtype))  # (N, V)
+            if eps:
+                grad.sub_((g * c).to(p.dtype))
+            # the target entries in float32 from the rounded p_y, one rounding at the end;
+            # index_put_, not scatter_: scatter_ copies the whole (N, V) tensor on CPU
+            rows = torch.arange(p.size(0), device=p.device)  # (N,)
+            g_y = (p[rows, y].to(g.dtype) - c - (1.0 - eps)) * g.squeeze(1)  # (N,)
+            grad.index_put_((rows, y), g_y.to(p.dtype))
+        return grad, None, None, None
+
+
+def smoothed_cross_entropy(
+    x: Tensor, target: Tensor, ignore_index: int = -100, label_smoothing: float = 0.0
+) -> tuple[Tensor, Tensor]:
+    """Per-token label-smoothed loss and NLL (module doc).
+
+    Shapes: x (N, V) float, target (N,) long -> loss (N,), nll (N,) float32 (float64 for
+    float64 x); 0 where target == ignore_index.
+    """
+    if x.dim() != 2 or target.shape != x.shape[:1]:
+        raise ValueError(
+            f"smoothed_cross_entropy: expected x (N, V) and target (N,), got "
+            f"{tuple(x.shape)} and {tuple(target.shape)}"
+        )
+    if not 0.0 <= label_smoothing <= 1.0:
+        raise ValueError(f"label_smoothing must be in [0, 1], got {label_smoothing}")
+    return SmoothedCrossEntropy.apply(x, target, ignore_index, float(label_smoothing))
