@@ -11,7 +11,8 @@ two variants on the same model and batches, back to back with the order rotating
 * ``torch`` — the loss as before §32: ``F.cross_entropy`` with ``label_smoothing`` for the
   loss and a second, no-grad ``F.cross_entropy`` for the NLL (what nn.Transformer and HF
   Marian users call);
-* ``seqlab`` — ``token_cross_entropy``'s fast path as shipped.
+* ``seqlab`` — ``token_cross_entropy``'s fast path as shipped (``path="auto"``: the
+  softmax-once function from 2¹⁹ logits on, so not for ``--tiny``).
 
 Printed: ms per step of each (median) and the paired speed-up of seqlab over torch (median
 over repetitions of torch time / seqlab time). ``--micro`` times the loss alone on (N, V)
@@ -29,26 +30,18 @@ from pathlib import Path
 from unittest import mock
 
 import torch
-import torch.nn.functional as F
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from benchmarks import peers_models as pm  # noqa: E402
 from benchmarks import peers_train as ptrain  # noqa: E402
 from benchmarks.paired_variants import round_robin  # noqa: E402
-from seqlab.nn.smoothed_cross_entropy import smoothed_cross_entropy  # noqa: E402
+from seqlab.nn.smoothed_cross_entropy import (  # noqa: E402
+    SmoothedCrossEntropy,
+    torch_cross_entropy,
+)
 from seqlab.train.allocator import keep_freed_memory  # noqa: E402
 from seqlab.train.precision import autocast_context  # noqa: E402
-
-
-def torch_cross_entropy(x, target, ignore_index=-100, label_smoothing=0.0):
-    """The pre-§32 fast path: (loss, nll) per token from two ``F.cross_entropy`` calls."""
-    loss = F.cross_entropy(
-        x, target, ignore_index=ignore_index, label_smoothing=label_smoothing, reduction="none"
-    )
-    with torch.no_grad():
-        nll = F.cross_entropy(x, target, ignore_index=ignore_index, reduction="none")
-    return loss, nll
 
 
 def variant(name: str, run: Callable[[], object]) -> Callable[[], object]:
@@ -80,7 +73,7 @@ def micro(args: argparse.Namespace) -> dict:
 
         return go
 
-    runs = {"torch": run(torch_cross_entropy), "seqlab": run(smoothed_cross_entropy)}
+    runs = {"torch": run(torch_cross_entropy), "seqlab": run(SmoothedCrossEntropy.apply)}
     times = round_robin(runs, args.reps * 5)
     ms = {k: 1000 * statistics.median(t) for k, t in times.items()}
     print(

@@ -62,8 +62,10 @@ class Trainee:
 
 def seqlab_trainee(size: pm.Size, device: str = "cpu", overrides: tuple[str, ...] = ()) -> Trainee:
     """seqlab's model, optimizer and schedule as the Trainer builds them (the preset with
-    ``overrides``); its step path."""
-    model, cfg, task = pm.build_seqlab(size, overrides)
+    ``overrides``); its step path. The schedule's length, which the Trainer fits to
+    ``train.max_minutes``, is fixed long enough for any benchmark (the cosine would refuse
+    a step past its warm-up otherwise)."""
+    model, cfg, task = pm.build_seqlab(size, ("schedule.total_steps=1000000", *overrides))
     model.to(device)  # before the optimizer, as the Trainer does
     optimizer = build_optimizer(model, cfg.train.optim)
     schedule = build_schedule(optimizer, cfg.schedule, cfg.schedule_cfg)

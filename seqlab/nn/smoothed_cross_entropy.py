@@ -15,7 +15,9 @@ passes over N·V floats, plus a second forward for the NLL that perplexity needs
 Multi30k Transformer's shapes (N ≈ 1,300 tokens, V = 8,000) that was ~15 % of a bf16 CPU
 training step (docs/perf-notes-loss.md §32). Here the forward makes one softmax in the
 logits' dtype (its kernel accumulates in float32) and two row maxima and a row sum; the
-backward one pass, (p − ε/V)·g, and a scatter at the targets.
+backward one pass, (p − ε/V)·g, and a write at the targets. Below
+``SOFTMAX_ONCE_MIN_LOGITS`` logits a step is bound by operator overheads instead, and
+``smoothed_cross_entropy`` takes ``F.cross_entropy`` (``path="auto"``).
 
 Precision: in float32 / float64 everything is exact to the dtype. In bf16, p is rounded to
 bf16 (8 bits), so lse = max_v x_v − log max_v p_v is exact to 2⁻⁹ (absolute, in nats),
@@ -32,6 +34,7 @@ Shapes:
 from __future__ import annotations
 
 import torch
+import torch.nn.functional as F
 from torch import Tensor
 
 
@@ -81,13 +84,46 @@ class SmoothedCrossEntropy(torch.autograd.Function):
         return grad, None, None, None
 
 
-def smoothed_cross_entropy(
+# Below this many logits the step is bound by operator overheads, not memory passes, and
+# F.cross_entropy's fewer operators win: on the avx512_bf16 EPYC (forward + backward + NLL),
+# (1,024 × 65) 0.52–0.73×, (4,096 × 65) 0.74–0.96×, (512 × 1,000) 0.97–1.86×, (1,024 × 512)
+# 0.97–1.96×, (16,384 × 65) 1.19–1.41×, (1,344 × 8,000) 2.5× (docs/perf-notes-loss.md §32).
+SOFTMAX_ONCE_MIN_LOGITS = 1 << 19
+
+PATHS = ("auto", "softmax_once", "torch")
+
+
+def torch_cross_entropy(
     x: Tensor, target: Tensor, ignore_index: int = -100, label_smoothing: float = 0.0
+) -> tuple[Tensor, Tensor]:
+    """The same two per-token quantities from ``F.cross_entropy``: the label-smoothed loss,
+    and a second, no-grad call for the NLL.  x (N, V), target (N,) -> loss (N,), nll (N,)
+    in x's dtype (float32 under autocast)."""
+    loss = F.cross_entropy(
+        x, target, ignore_index=ignore_index, label_smoothing=label_smoothing, reduction="none"
+    )
+    if not label_smoothing:
+        return loss, loss.detach()
+    with torch.no_grad():
+        nll = F.cross_entropy(x, target, ignore_index=ignore_index, reduction="none")
+    return loss, nll
+
+
+def smoothed_cross_entropy(
+    x: Tensor,
+    target: Tensor,
+    ignore_index: int = -100,
+    label_smoothing: float = 0.0,
+    path: str = "auto",
 ) -> tuple[Tensor, Tensor]:
     """Per-token label-smoothed loss and NLL (module doc).
 
-    Shapes: x (N, V) float, target (N,) long -> loss (N,), nll (N,) float32 (float64 for
-    float64 x); 0 where target == ignore_index.
+    ``path``: "softmax_once" (:class:`SmoothedCrossEntropy`), "torch"
+    (:func:`torch_cross_entropy`), or "auto" (default): the first from
+    ``SOFTMAX_ONCE_MIN_LOGITS`` logits on, the second below.
+
+    Shapes: x (N, V) float, target (N,) long -> loss (N,), nll (N,) (float32, or float64
+    for float64 x, on the first path); 0 where target == ignore_index.
     """
     if x.dim() != 2 or target.shape != x.shape[:1]:
         raise ValueError(
@@ -96,4 +132,8 @@ def smoothed_cross_entropy(
         )
     if not 0.0 <= label_smoothing <= 1.0:
         raise ValueError(f"label_smoothing must be in [0, 1], got {label_smoothing}")
+    if path not in PATHS:
+        raise ValueError(f"path must be one of {PATHS}, got {path!r}")
+    if path == "torch" or (path == "auto" and x.numel() < SOFTMAX_ONCE_MIN_LOGITS):
+        return torch_cross_entropy(x, target, ignore_index, label_smoothing)
     return SmoothedCrossEntropy.apply(x, target, ignore_index, float(label_smoothing))

@@ -54,7 +54,9 @@ def token_cross_entropy(
 
     * ``fused=False`` — the readable one: the non-pad rows in fp32, one log-softmax shared
       by the loss and the NLL, the two terms of the formula above.
-    * ``fused=True`` (default) — ``seqlab.nn.smoothed_cross_entropy``: one softmax in the
+    * ``fused=True`` (default) — ``seqlab.nn.smoothed_cross_entropy``: from 2¹⁹ logits on
+      (smaller ones take ``F.cross_entropy``, faster where operator overheads dominate), one
+      softmax in the
       logits' own dtype (float32 accumulation) gives the loss and the NLL of each token, and
       its backward writes (p − ε/V)·g in one pass plus a scatter at the targets. Under
       autocast ``F.cross_entropy`` would copy the (N, V) logits to float32, and its backward
