@@ -23,6 +23,15 @@ def test_verdict_is_within_the_largest_seed_spread():
     assert one["noise"] == convergence.TOLERANCE and one["met"]
 
 
+def test_seqlab_trains_with_the_reference_optimizer():
+    # the preset's own peak rate (2e-3) is not the reference's 1e-3: pinned, and checked
+    convergence.check_same_optimizer(convergence.SAME_OPTIMIZER)
+    with pytest.raises(SystemExit, match="differs from the reference's"):
+        convergence.check_same_optimizer(())
+    with pytest.raises(SystemExit, match="differs from the reference's"):
+        convergence.check_same_optimizer(convergence.SAME_OPTIMIZER + ("train.optim.eps=1e-8",))
+
+
 def test_tiny_run_then_merge(tmp_path):
     out, js = tmp_path / "r.md", tmp_path / "c0.json"
     argv = ["--steps", "2", "--batch", "2", "--window", "1", "--seeds", "0"]
