@@ -1,5 +1,5 @@
 """The training loss through ``seqlab.nn.smoothed_cross_entropy`` against ``F.cross_entropy``
-(docs/perf-notes-loss.md §32).
+(docs/perf-notes-training.md §32).
 
     python benchmarks/loss_kernel.py [--precision bf16|fp32] [--reps 9] [--steps 4]
 

@@ -13,7 +13,7 @@ the backward fills a zero (N, V) tensor for the NLL term, adds the smoothing ter
 gradient to it, runs the log-softmax backward and casts the result back to bf16 — five
 passes over N·V floats, plus a second forward for the NLL that perplexity needs. At the
 Multi30k Transformer's shapes (N ≈ 1,300 tokens, V = 8,000) that was ~15 % of a bf16 CPU
-training step (docs/perf-notes-loss.md §32). Here the forward makes one softmax in the
+training step (docs/perf-notes-training.md §32). Here the forward makes one softmax in the
 logits' dtype (its kernel accumulates in float32) and two row maxima and a row sum; the
 backward one pass, (p − ε/V)·g, and a write at the targets. Below
 ``SOFTMAX_ONCE_MIN_LOGITS`` logits a step is bound by operator overheads instead, and
@@ -87,7 +87,7 @@ class SmoothedCrossEntropy(torch.autograd.Function):
 # Below this many logits the step is bound by operator overheads, not memory passes, and
 # F.cross_entropy's fewer operators win: on the avx512_bf16 EPYC (forward + backward + NLL),
 # (1,024 × 65) 0.52–0.73×, (4,096 × 65) 0.74–0.96×, (512 × 1,000) 0.97–1.86×, (1,024 × 512)
-# 0.97–1.96×, (16,384 × 65) 1.19–1.41×, (1,344 × 8,000) 2.5× (docs/perf-notes-loss.md §32).
+# 0.97–1.96×, (16,384 × 65) 1.19–1.41×, (1,344 × 8,000) 2.5× (docs/perf-notes-training.md §32).
 SOFTMAX_ONCE_MIN_LOGITS = 1 << 19
 
 PATHS = ("auto", "softmax_once", "torch")

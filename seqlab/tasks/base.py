@@ -60,7 +60,7 @@ def token_cross_entropy(
       logits' own dtype (float32 accumulation) gives the loss and the NLL of each token, and
       its backward writes (p − ε/V)·g in one pass plus a scatter at the targets. Under
       autocast ``F.cross_entropy`` would copy the (N, V) logits to float32, and its backward
-      make four more (N, V) passes (docs/perf-notes-loss.md §32); for the Multi30k
+      make four more (N, V) passes (docs/perf-notes-training.md §32); for the Multi30k
       Transformer (N ≈ 1,300 per batch, V = 8,000) that path cost ~15 % of a bf16 training
       step, and the readable path more. Padding rows (``pad_id``) get loss 0 and no
       gradient; per-token losses are summed in fp32.
