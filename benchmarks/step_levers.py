@@ -1,12 +1,15 @@
-"""The training loss through ``seqlab.nn.smoothed_cross_entropy`` against ``F.cross_entropy``
-(docs/perf-notes-training.md §32).
+"""Levers of the training step, each against what it replaced (docs/perf-notes-training.md).
 
-    python benchmarks/loss_kernel.py [--precision bf16|fp32] [--reps 9] [--steps 4]
+    python benchmarks/step_levers.py [--lever loss] [--precision bf16|fp32] [--reps 9]
+
+``--lever loss`` (§32): the training loss through ``seqlab.nn.smoothed_cross_entropy``
+against ``F.cross_entropy``. (§33's dropout words were measured with a ``--lever dropout``
+that left with the change it measured, not adopted: commit history.)
 
 The training step of ``benchmarks/peers.py`` (seqlab's small config, 64 pairs of 14–20
 tokens, label smoothing 0.1, Adam; ``benchmarks/peers_train.py``'s ``seqlab_trainee``),
 two variants on the same model and batches, back to back with the order rotating
-(``benchmarks/paired_variants.round_robin``):
+(``benchmarks/paired_variants.round_robin``). For ``--lever loss``:
 
 * ``torch`` — the loss as before §32: ``F.cross_entropy`` with ``label_smoothing`` for the
   loss and a second, no-grad ``F.cross_entropy`` for the NLL (what nn.Transformer and HF
@@ -15,8 +18,8 @@ two variants on the same model and batches, back to back with the order rotating
   softmax-once function from 2¹⁹ logits on, so not for ``--tiny``).
 
 Printed: ms per step of each (median) and the paired speed-up of seqlab over torch (median
-over repetitions of torch time / seqlab time). ``--micro`` times the loss alone on (N, V)
-logits of the step's shape (forward, backward and the NLL).
+over repetitions of torch time / seqlab time). ``--micro`` (loss only) times the loss alone
+on (N, V) logits of the step's shape (forward, backward and the NLL).
 """
 
 from __future__ import annotations
@@ -43,13 +46,18 @@ from seqlab.nn.smoothed_cross_entropy import (  # noqa: E402
 from seqlab.train.allocator import keep_freed_memory  # noqa: E402
 from seqlab.train.precision import autocast_context  # noqa: E402
 
+REPLACED = {
+    "loss": ("seqlab.tasks.base.smoothed_cross_entropy", torch_cross_entropy),
+}
 
-def variant(name: str, run: Callable[[], object]) -> Callable[[], object]:
+
+def variant(name: str, lever: str, run: Callable[[], object]) -> Callable[[], object]:
     if name == "seqlab":
         return run
+    target, before = REPLACED[lever]
 
     def with_torch() -> object:
-        with mock.patch("seqlab.tasks.base.smoothed_cross_entropy", torch_cross_entropy):
+        with mock.patch(target, before):
             return run()
 
     return with_torch
@@ -85,12 +93,13 @@ def micro(args: argparse.Namespace) -> dict:
 
 def main(argv: list[str] | None = None) -> dict:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--lever", default="loss", choices=tuple(REPLACED))
     p.add_argument("--precision", default="bf16", choices=("fp32", "bf16"))
     p.add_argument("--steps", type=int, default=4, help="training steps per repetition")
     p.add_argument("--reps", type=int, default=9)
     p.add_argument("--threads", type=int, default=2)
     p.add_argument("--tiny", action="store_true", help="tiny shapes (a smoke test)")
-    p.add_argument("--micro", action="store_true", help="the loss alone")
+    p.add_argument("--micro", action="store_true", help="the loss alone (--lever loss)")
     args = p.parse_args(argv)
     torch.set_num_threads(args.threads)
     keep_freed_memory()  # as benchmarks/peers.py and the Trainer run
@@ -101,16 +110,16 @@ def main(argv: list[str] | None = None) -> dict:
     batches = pm.make_batches(args.steps, size, 64)
     trainee = ptrain.seqlab_trainee(size)
     rep = ptrain.train_rep(trainee, batches, args.precision)
-    runs = {v: variant(v, rep) for v in ("torch", "seqlab")}
+    runs = {v: variant(v, args.lever, rep) for v in ("torch", "seqlab")}
     t0 = time.perf_counter()
     times = round_robin(runs, args.reps)
     ms = {v: 1000 * statistics.median(t) / args.steps for v, t in times.items()}
     speed = statistics.median(a / b for a, b in zip(times["torch"], times["seqlab"]))
     print(
-        f"cpu, {args.precision}, {size.name} config, {args.steps} steps x {args.reps} reps "
-        f"({time.perf_counter() - t0:.0f} s)"
+        f"--lever {args.lever}: cpu, {args.precision}, {size.name} config, "
+        f"{args.steps} steps x {args.reps} reps ({time.perf_counter() - t0:.0f} s)"
     )
-    print("| loss | ms / step |")
+    print(f"| {args.lever} | ms / step |")
     print("|---|---:|")
     for v in runs:
         print(f"| {v} | {ms[v]:.2f} |")
