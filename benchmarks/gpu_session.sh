@@ -6,6 +6,8 @@
 #            assembled list vs nn.LSTM / nn.GRU (docs/perf-notes-gpu.md §28);
 #   stacked  benchmarks/stacked_projections.py: self-attention's q, k, v as one stacked
 #            product vs three, in training (kernels per step; perf-notes-gpu.md §31);
+#   loss     benchmarks/step_levers.py --lever loss: the softmax-once label-smoothed loss vs
+#            F.cross_entropy in the small bf16 training step (docs/perf-notes-training.md §32);
 #   profile  benchmarks/profile_peers.py: kernels and operators per training step, seqlab vs
 #            nn vs HF, small bf16;
 #   peers    issue 11's benchmarks on the GPU: benchmarks/peers.py --device cuda (every
@@ -13,12 +15,12 @@
 #   compiled peers.py's decode section with seqlab's compiled step (--compiled-decode), bf16;
 #   ptb      issue 5's PTB "longer run": the 2 x 650 tied LSTM (configs/ptb-lstm-large.yaml)
 #            for PTB_MINUTES on the GPU, the cosine fitted to that budget, fp32.
-# Default STEPS="tests packing stacked profile peers compiled" (the PTB run was done 2026-11-26);
+# Default STEPS="tests packing stacked loss profile peers compiled" (the PTB run was done 2026-11-26);
 # on a lent H100, 2026-11-27, they took 369 s on the machine (about 6.5 minutes with its start).
 # Writes everything small to $OUT (default runs/gpu; at most eight files come back from a
 # lent machine): gpu.txt, pytest-gpu.log, levers.log, profile.txt, peers.log, results.md
 # (the section "## Performance vs peers on a GPU"), peers-cuda.json, compiled.log (or, with
-# ptb: lm.log, lm.md, metrics.jsonl); packing and stacked both write levers.log.
+# ptb: lm.log, lm.md, metrics.jsonl); packing, stacked and loss write levers.log.
 #   OUT=runs/gpu DATA=../shared/data bash benchmarks/gpu_session.sh
 # Through the device tool (../shared does not travel), for the ptb step: once, here,
 #   echo /.gpu/ >> .git/info/exclude; mkdir -p .gpu/data; cp -r ../shared/data/ptb .gpu/data/
@@ -28,7 +30,7 @@ set -u
 OUT=${OUT:-runs/gpu}
 DATA=${DATA:-../shared/data}
 PY=${PY:-python3}
-STEPS=${STEPS:-tests packing stacked profile peers compiled}
+STEPS=${STEPS:-tests packing stacked loss profile peers compiled}
 PEERS_S=${PEERS_S:-240}
 PTB_MINUTES=${PTB_MINUTES:-4.5}
 mkdir -p "$OUT"
@@ -58,6 +60,8 @@ for s in $STEPS; do
     packing) TAIL=8 step packing 120 "$OUT/levers.log" $PY benchmarks/rnn_packing.py --device cuda ;;
     stacked) TAIL=7 step stacked 150 "$OUT/levers.log" $PY benchmarks/stacked_projections.py \
       --device cuda --steps 16 --reps 7 --threads 16 ;;
+    loss) TAIL=6 step loss 120 "$OUT/levers.log" $PY benchmarks/step_levers.py --lever loss \
+      --device cuda --steps 16 --reps 7 --threads 16 ;;
     profile) TAIL=12 step profile 150 /tmp/profile.log $PY benchmarks/profile_peers.py \
       --device cuda --size small --precision bf16 --steps 16 --rows 12 --out "$OUT/profile.txt" ;;
     peers) TAIL=60 step peers "$PEERS_S" "$OUT/peers.log" $PY benchmarks/peers.py --device cuda \
@@ -73,6 +77,6 @@ for s in $STEPS; do
       cp /tmp/gpu-runs/bench-ptb-lstm-large/metrics.jsonl "$OUT/" 2>/dev/null
       grep -E '"event": "(valid|final|test)' "$OUT/metrics.jsonl" 2>/dev/null | cut -c1-240 | tail -8
       ;;
-    *) echo "[gpu_session] unknown step $s (tests packing stacked profile peers compiled ptb)" ;;
+    *) echo "[gpu_session] unknown step $s (tests packing stacked loss profile peers compiled ptb)" ;;
   esac
 done

@@ -98,25 +98,28 @@ def main(argv: list[str] | None = None) -> dict:
     p.add_argument("--steps", type=int, default=4, help="training steps per repetition")
     p.add_argument("--reps", type=int, default=9)
     p.add_argument("--threads", type=int, default=2)
+    p.add_argument("--device", default="cpu", help="cpu, or cuda (synchronised rounds)")
     p.add_argument("--tiny", action="store_true", help="tiny shapes (a smoke test)")
     p.add_argument("--micro", action="store_true", help="the loss alone (--lever loss)")
     args = p.parse_args(argv)
+    if args.micro and args.device != "cpu":
+        p.error("--micro times the loss on the CPU only; drop --device")
     torch.set_num_threads(args.threads)
     keep_freed_memory()  # as benchmarks/peers.py and the Trainer run
     if args.micro:
         return micro(args)
     size = pm.TINY if args.tiny else pm.SMALL
     torch.manual_seed(0)
-    batches = pm.make_batches(args.steps, size, 64)
-    trainee = ptrain.seqlab_trainee(size)
+    batches = [b.to(args.device) for b in pm.make_batches(args.steps, size, 64)]
+    trainee = ptrain.seqlab_trainee(size, args.device)
     rep = ptrain.train_rep(trainee, batches, args.precision)
     runs = {v: variant(v, args.lever, rep) for v in ("torch", "seqlab")}
     t0 = time.perf_counter()
-    times = round_robin(runs, args.reps)
+    times = round_robin(runs, args.reps, args.device)
     ms = {v: 1000 * statistics.median(t) / args.steps for v, t in times.items()}
     speed = statistics.median(a / b for a, b in zip(times["torch"], times["seqlab"]))
     print(
-        f"--lever {args.lever}: cpu, {args.precision}, {size.name} config, "
+        f"--lever {args.lever}: {args.device}, {args.precision}, {size.name} config, "
         f"{args.steps} steps x {args.reps} reps ({time.perf_counter() - t0:.0f} s)"
     )
     print(f"| {args.lever} | ms / step |")

@@ -191,3 +191,33 @@ def test_auto_cache_stays_concatenating_on_the_gpu():
         spy = FirstLayerCacheSpy(model, caches)
         beam_search(spy, state, 2, 1, 2, 5, beam_size=3, min_len=5, pad_id=0)
     assert len(caches) == 5 and all(type(c) is KVCache for c in caches)
+
+
+@pytest.mark.parametrize("autocast", [False, True])
+def test_softmax_once_loss_on_the_gpu_equals_float64_cross_entropy(autocast):
+    from seqlab.nn.smoothed_cross_entropy import SmoothedCrossEntropy
+
+    torch.manual_seed(0)
+    N, V = 300, 2000
+    y = torch.randint(1, V, (N,))
+    y[::10] = 0
+    x = (3 * torch.randn(N, V)).to(CUDA).requires_grad_()
+    with torch.autocast("cuda", dtype=torch.bfloat16, enabled=autocast):
+        x_in = x.bfloat16() if autocast else x
+        loss, nll = SmoothedCrossEntropy.apply(x_in, y.to(CUDA), 0, 0.1)
+    assert loss.dtype == nll.dtype == torch.float32
+    x64 = x_in.detach().double().cpu().requires_grad_()
+    ref = torch.nn.functional.cross_entropy(x64, y, ignore_index=0, label_smoothing=0.1,
+                                            reduction="none")  # fmt: skip
+    ref_nll = torch.nn.functional.cross_entropy(x64, y, ignore_index=0, reduction="none")
+    atol = 2**-8 if autocast else 1e-5
+    torch.testing.assert_close(loss.double().cpu(), ref.detach(), atol=atol, rtol=0)
+    torch.testing.assert_close(nll.double().cpu(), ref_nll.detach(), atol=atol, rtol=0)
+    (g,) = torch.autograd.grad(loss.sum(), x)
+    (g64,) = torch.autograd.grad(ref.sum(), x64)
+    err = (g.double().cpu() - g64).norm() / g64.norm()
+    if autocast:  # as close as bf16 holds the float64 gradient (the CPU test's bound)
+        rounding = (g64.bfloat16().double() - g64).norm() / g64.norm()
+        assert err < 1.25 * rounding, (float(err), float(rounding))
+    else:
+        assert err < 1e-6, float(err)

@@ -1,0 +1,36 @@
+"""benchmarks/step_levers.py: each variant runs the lever it names (the torch variant really
+calls F.cross_entropy, the seqlab one the softmax-once function), and a tiny paired run."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+import seqlab.tasks.base as base
+from benchmarks import step_levers
+from seqlab.nn import smoothed_cross_entropy as sce
+
+
+def test_variants_call_the_loss_they_name(monkeypatch):
+    seen = []
+    monkeypatch.setattr(sce, "SOFTMAX_ONCE_MIN_LOGITS", 1)  # tiny logits take the new path
+    monkeypatch.setattr(sce.SmoothedCrossEntropy, "apply", lambda *a: seen.append("once") or (
+        torch.zeros(3), torch.zeros(3)))  # fmt: skip
+
+    def run():
+        return base.smoothed_cross_entropy(torch.randn(3, 4), torch.tensor([1, 2, 3]), 0, 0.1)
+
+    step_levers.variant("seqlab", "loss", run)()
+    assert seen == ["once"]
+    loss, nll = step_levers.variant("torch", "loss", run)()
+    assert seen == ["once"] and loss.shape == nll.shape == (3,)
+
+
+def test_tiny_paired_run():
+    out = step_levers.main(["--tiny", "--reps", "1", "--steps", "1", "--threads", "1"])
+    assert set(out["ms"]) == {"torch", "seqlab"} and out["speed"] > 0
+
+
+def test_micro_is_cpu_only():
+    with pytest.raises(SystemExit):
+        step_levers.main(["--micro", "--device", "cuda"])
