@@ -55,6 +55,7 @@ from seqlab.decode.state import (
     state_device,
 )
 from seqlab.decode.top_extensions import top_extensions
+from seqlab.nn.packed_linear import with_packed_linears
 from seqlab.registry import SEARCHES
 
 STOP_RULE = (
@@ -236,6 +237,7 @@ class BackPointers:
 
 
 @torch.no_grad()
+@with_packed_linears  # docs/perf-notes-decoding.md §34
 def beam_search(
     decoder: StepDecoder,
     state: Any,

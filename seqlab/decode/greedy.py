@@ -17,6 +17,7 @@ from torch import Tensor
 
 from seqlab.decode.scoring import forbid_eos, step_log_probs
 from seqlab.decode.state import DecodeResult, StepDecoder, drop_done_inputs, state_device
+from seqlab.nn.packed_linear import with_packed_linears
 from seqlab.registry import SEARCHES
 
 # Picks one token per row from the step's log-probabilities: (B, V) -> (B,) long.
@@ -131,6 +132,7 @@ def argmax_token(log_p: Tensor) -> Tensor:
 
 
 @torch.no_grad()
+@with_packed_linears  # docs/perf-notes-decoding.md §34
 def greedy(
     decoder: StepDecoder,
     state: Any,

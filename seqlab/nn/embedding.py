@@ -21,6 +21,8 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from seqlab.nn.packed_linear import linear
+
 
 def one_hot_times_E(tokens: Tensor, E: Tensor, padding_idx: int | None = None) -> Tensor:
     """Readable embedding lookup: one_hot(x) E.
@@ -46,7 +48,7 @@ def tied_logits(h: Tensor, E: Tensor, bias: Tensor | None = None) -> Tensor:
     Shapes:
         h: (B, T, D)   E: (V, D)   bias: (V,)   returns: (B, T, V)
     """
-    return F.linear(h, E, bias)  # (B, T, V)
+    return linear(h, E, bias)  # (B, T, V); on a packed E while decoding (packed_linear)
 
 
 class Embedding(nn.Module):

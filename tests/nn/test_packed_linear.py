@@ -1,0 +1,109 @@
+"""seqlab.nn.packed_linear: a packed bf16 weight gives exactly autocast's F.linear; the
+searches pack only on a CPU under bf16 autocast without grad; decodes are unchanged."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from seqlab.decode import beam_search, greedy
+from seqlab.nn import packed_linear as pl
+from tests.nn.test_shared_kv import tiny_transformer
+
+needs_bf16 = pytest.mark.skipif(
+    not pl._bf16_packing_available(), reason="oneDNN has no bf16 on this CPU"
+)
+
+
+def bf16_autocast():
+    return torch.autocast("cpu", dtype=torch.bfloat16)
+
+
+def test_outside_the_context_linear_is_f_linear():
+    x, w, b = torch.randn(3, 5), torch.randn(4, 5), torch.randn(4)
+    assert torch.equal(pl.linear(x, w, b), F.linear(x, w, b))
+
+
+@needs_bf16
+@pytest.mark.parametrize("bias", [True, False])
+@pytest.mark.parametrize("shape", [(32, 24), (4, 7, 24)])
+def test_packed_linear_equals_autocast_linear_bit_for_bit(bias, shape):
+    torch.manual_seed(0)
+    layer = nn.Linear(24, 40, bias=bias)
+    x = torch.randn(*shape)
+    with torch.no_grad(), bf16_autocast():
+        ref = layer(x)
+        with pl.packed_linears(layer) as on:
+            assert on
+            got = layer(x)
+            assert pl._PACKED.get()  # the weight was packed
+    assert got.dtype == ref.dtype == torch.bfloat16
+    assert torch.equal(got, ref)
+    assert "forward" not in vars(layer)  # the class's forward is back
+
+
+def test_does_nothing_with_grad_without_autocast_or_in_fp32():
+    layer = nn.Linear(4, 3)
+    with bf16_autocast(), pl.packed_linears(layer) as on:  # grad enabled
+        assert not on and "forward" not in vars(layer)
+    with torch.no_grad(), pl.packed_linears(layer) as on:  # no autocast
+        assert not on
+    with torch.no_grad(), torch.autocast("cpu", dtype=torch.float16):
+        with pl.packed_linears(layer) as on:
+            assert not on
+    with torch.no_grad(), bf16_autocast(), pl.packed_linears(object()) as on:  # no module
+        assert not on
+
+
+@needs_bf16
+def test_restored_after_an_error_and_not_reentrant():
+    layer = nn.Linear(4, 3)
+    with torch.no_grad(), bf16_autocast():
+        with pytest.raises(RuntimeError, match="boom"):
+            with pl.packed_linears(layer):
+                raise RuntimeError("boom")
+        assert "forward" not in vars(layer) and pl._PACKED.get() is None
+        with pl.packed_linears(layer) as outer:
+            with pl.packed_linears(layer) as inner:
+                assert outer and not inner
+            assert "forward" in vars(layer)  # the inner exit left the outer's packing
+        assert "forward" not in vars(layer)
+
+
+@needs_bf16
+@pytest.mark.parametrize("beam", [1, 3])
+def test_decodes_are_the_same_with_and_without_packing(beam, monkeypatch):
+    model = tiny_transformer()
+    torch.manual_seed(1)
+    src = torch.randint(4, 40, (5, 7))
+    src_mask = torch.ones(5, 7, dtype=torch.bool)
+    src_mask[2, 4:] = False
+    calls = []
+    real = torch.ops.mkldnn._linear_pointwise
+
+    def run():
+        with torch.no_grad(), bf16_autocast():
+            state = model.init_state(model.encode(src, src_mask), src_mask)
+            if beam == 1:
+                return greedy(model, state, 5, 1, 2, max_len=9, pad_id=0)
+            return beam_search(model, state, 5, 1, 2, max_len=9, beam_size=beam, pad_id=0)
+
+    class Spy:
+        def __getattr__(self, name):
+            return getattr(torch.ops.mkldnn, name)
+
+        def _linear_pointwise(self, *a):
+            calls.append(1)
+            return real(*a)
+
+    monkeypatch.setattr(pl.torch.ops, "mkldnn", Spy(), raising=False)
+    packed = run()
+    assert calls  # the searches packed the decoder's linear layers and the output layer
+    monkeypatch.setattr(pl, "packing_applies", lambda module: False)
+    n = len(calls)
+    plain = run()
+    assert len(calls) == n
+    assert torch.equal(packed.tokens, plain.tokens)
+    assert torch.equal(packed.scores, plain.scores)
