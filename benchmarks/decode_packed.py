@@ -15,6 +15,7 @@ tokens are equal.
 from __future__ import annotations
 
 import argparse
+import functools
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -63,10 +64,8 @@ def main(argv: list[str] | None = None) -> list[str]:
         n = args.new_tokens
         rep = pdec.decode_rep("seqlab", model, batches, beam, n, "bf16")
         runs = {v: variant(v, rep) for v in ("plain", "packed")}
-        best = {
-            v: variant(v, lambda: one_best(model, batches, beam, n, "seqlab", "bf16"))()
-            for v in runs
-        }
+        best_of = functools.partial(one_best, model, batches, beam, n, "seqlab", "bf16")
+        best = {v: variant(v, best_of)() for v in runs}
         vs = against_first(round_robin(runs, args.reps), best, len(batches) * n)
         search = "greedy" if beam == 1 else f"beam {beam}"
         row = (f"| {search} | {vs['plain'].ms:.2f} | {vs['packed'].ms:.2f} | "

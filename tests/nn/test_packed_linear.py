@@ -50,9 +50,12 @@ def test_does_nothing_with_grad_without_autocast_or_in_fp32():
         assert not on and "forward" not in vars(layer)
     with torch.no_grad(), pl.packed_linears(layer) as on:  # no autocast
         assert not on
-    with torch.no_grad(), torch.autocast("cpu", dtype=torch.float16):
-        with pl.packed_linears(layer) as on:
-            assert not on
+    with (
+        torch.no_grad(),
+        torch.autocast("cpu", dtype=torch.float16),
+        pl.packed_linears(layer) as on,
+    ):
+        assert not on
     with torch.no_grad(), bf16_autocast(), pl.packed_linears(object()) as on:  # no module
         assert not on
 
@@ -61,9 +64,8 @@ def test_does_nothing_with_grad_without_autocast_or_in_fp32():
 def test_restored_after_an_error_and_not_reentrant():
     layer = nn.Linear(4, 3)
     with torch.no_grad(), bf16_autocast():
-        with pytest.raises(RuntimeError, match="boom"):
-            with pl.packed_linears(layer):
-                raise RuntimeError("boom")
+        with pytest.raises(RuntimeError, match="boom"), pl.packed_linears(layer):
+            raise RuntimeError("boom")
         assert "forward" not in vars(layer) and pl._PACKED.get() is None
         with pl.packed_linears(layer) as outer:
             with pl.packed_linears(layer) as inner:
