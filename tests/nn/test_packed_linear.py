@@ -3,6 +3,8 @@ searches pack only on a CPU under bf16 autocast without grad; decodes are unchan
 
 from __future__ import annotations
 
+import gc
+
 import pytest
 import torch
 import torch.nn.functional as F
@@ -38,7 +40,7 @@ def test_packed_linear_equals_autocast_linear_bit_for_bit(bias, shape):
         with pl.packed_linears(layer) as on:
             assert on
             got = layer(x)
-            assert pl._PACKED.get()  # the weight was packed
+            assert id(layer.weight) in pl._CACHE  # the weight was packed
     assert got.dtype == ref.dtype == torch.bfloat16
     assert torch.equal(got, ref)
     assert "forward" not in vars(layer)  # the class's forward is back
@@ -66,7 +68,7 @@ def test_restored_after_an_error_and_not_reentrant():
     with torch.no_grad(), bf16_autocast():
         with pytest.raises(RuntimeError, match="boom"), pl.packed_linears(layer):
             raise RuntimeError("boom")
-        assert "forward" not in vars(layer) and pl._PACKED.get() is None
+        assert "forward" not in vars(layer) and not pl._ACTIVE.get()
         with pl.packed_linears(layer) as outer:
             with pl.packed_linears(layer) as inner:
                 assert outer and not inner
@@ -83,7 +85,7 @@ def test_decodes_are_the_same_with_and_without_packing(beam, monkeypatch):
     src_mask = torch.ones(5, 7, dtype=torch.bool)
     src_mask[2, 4:] = False
     calls = []
-    real = torch.ops.mkldnn._linear_pointwise
+    real = pl._packed_product
 
     def run():
         with torch.no_grad(), bf16_autocast():
@@ -92,15 +94,7 @@ def test_decodes_are_the_same_with_and_without_packing(beam, monkeypatch):
                 return greedy(model, state, 5, 1, 2, max_len=9, pad_id=0)
             return beam_search(model, state, 5, 1, 2, max_len=9, beam_size=beam, pad_id=0)
 
-    class Spy:
-        def __getattr__(self, name):
-            return getattr(torch.ops.mkldnn, name)
-
-        def _linear_pointwise(self, *a):
-            calls.append(1)
-            return real(*a)
-
-    monkeypatch.setattr(pl.torch.ops, "mkldnn", Spy(), raising=False)
+    monkeypatch.setattr(pl, "_packed_product", lambda *a: calls.append(1) or real(*a))
     packed = run()
     assert calls  # the searches packed the decoder's linear layers and the output layer
     monkeypatch.setattr(pl, "packing_applies", lambda module: False)
@@ -109,3 +103,35 @@ def test_decodes_are_the_same_with_and_without_packing(beam, monkeypatch):
     assert len(calls) == n
     assert torch.equal(packed.tokens, plain.tokens)
     assert torch.equal(packed.scores, plain.scores)
+
+
+@needs_bf16
+def test_packed_weights_are_kept_until_the_weight_changes_or_dies(monkeypatch):
+    torch.manual_seed(0)
+    layer = nn.Linear(8, 6)
+    x = torch.randn(3, 8)
+    packs = []
+    real = torch.ops.mkldnn._reorder_linear_weight
+
+    def run(lay=layer):
+        with torch.no_grad(), bf16_autocast(), pl.packed_linears(lay):
+            return lay(x)
+
+    with monkeypatch.context() as m:
+        m.setattr(
+            pl.torch.ops.mkldnn, "_reorder_linear_weight", lambda w: packs.append(1) or real(w)
+        )
+        first, again = run(), run()
+        assert len(packs) == 1 and torch.equal(first, again)  # packed once for two searches
+        with torch.no_grad():
+            layer.weight.add_(1.0)  # an in-place update, as an optimizer step makes
+        with torch.no_grad(), bf16_autocast():
+            expect = F.linear(x, layer.weight, layer.bias)
+        assert torch.equal(run(), expect) and len(packs) == 2  # packed again
+        with torch.no_grad():
+            layer.bias.mul_(2.0)  # the bias alone changes
+        assert len(packs) == 2 and not torch.equal(run(), expect) and len(packs) == 3
+    key = id(layer.weight)
+    del layer, run
+    gc.collect()
+    assert key not in pl._CACHE  # forgotten with its weight
