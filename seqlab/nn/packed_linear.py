@@ -65,7 +65,9 @@ def packing_applies(module: nn.Module) -> bool:
 def linear(x: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
     """x Wᵀ + b: on a packed weight inside ``packed_linears``, else ``F.linear``.
     (..., in) -> (..., out)"""
-    if not _ACTIVE.get():
+    # a compiled step is traced, not packed (inductor's freezing packs it), and dynamo
+    # cannot trace ContextVar.get: decided before it is read
+    if torch.compiler.is_compiling() or not _ACTIVE.get():
         return F.linear(x, weight, bias)
     packed, b16 = packed_weight(weight, bias)
     return _packed_product(x.to(torch.bfloat16), packed, b16)  # (..., out) bf16
