@@ -11,13 +11,14 @@ weight, the (8,000 × 256) output layer 483 → 346 µs, with identical outputs
 (§23); this is the eager form.
 
 ``packed_linears(module)`` is entered by ``seqlab.decode``'s greedy and beam searches. It
-applies only on a CPU, under bf16 autocast, with grad off, where oneDNN has bf16; then
-every ``nn.Linear`` of ``module`` and every ``linear()`` call (``tied_logits``) multiplies by
-a packed copy of its weight, made on first use and kept for later searches until the
-weight changes (its version) or dies (``packed_weight``): packing costs 90–280 µs a weight
-here, more than a short search saves on a small model. Elsewhere it does nothing. The packed product
-uses ``torch.ops.mkldnn``'s ``_reorder_linear_weight`` / ``_linear_pointwise``, the ops
-inductor emits.
+applies only on a CPU, under bf16 autocast, with grad off, where oneDNN has bf16. Then
+every ``nn.Linear`` of ``module`` (the encoder's too, packed once and unused) and every
+``linear()`` call (``tied_logits``) multiplies by a packed copy of its weight. The copy is
+made on first use and kept for later searches until the weight changes (its version) or
+dies (``packed_weight``): packing costs 90–280 µs a weight here, more than a short search
+saves on a small model. Elsewhere it does nothing. The packed product uses
+``torch.ops.mkldnn``'s ``_reorder_linear_weight`` / ``_linear_pointwise``, the ops inductor
+emits.
 
 Shapes: x (..., in) any float dtype, W (out, in), b (out,) -> (..., out) bf16 when packed,
 else what ``F.linear`` gives
