@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import threading
 import weakref
 from collections.abc import Iterator
 from contextvars import ContextVar
@@ -40,6 +41,9 @@ from torch import Tensor, nn
 _ACTIVE: ContextVar[bool] = ContextVar("packed_linear_active", default=False)
 # id(weight) -> (weakref to it, (its version, the bias' id and version), packed, bias bf16)
 _CACHE: dict[int, tuple[weakref.ref, tuple, Tensor, Tensor | None]] = {}
+# id(layer) -> how many active searches (any thread) use its packed forward; under _LOCK
+_USERS: dict[int, int] = {}
+_LOCK = threading.Lock()
 
 
 @functools.lru_cache(maxsize=1)
@@ -96,7 +100,11 @@ def _packed_product(x: Tensor, packed: Tensor, bias: Tensor | None) -> Tensor:
     return torch.ops.mkldnn._linear_pointwise(x, packed, bias, "none", [], "")
 
 
-def _packed_forward(packed: Tensor, bias: Tensor | None, x: Tensor) -> Tensor:
+def _packed_forward(layer: nn.Linear, packed: Tensor, bias: Tensor | None, x: Tensor) -> Tensor:
+    """The layer's forward while some search packs it: packed in a packing search, the
+    plain ``F.linear`` for any other caller of the same module (another thread, say)."""
+    if not _ACTIVE.get():
+        return F.linear(x, layer.weight, layer.bias)
     return _packed_product(x.to(torch.bfloat16), packed, bias)  # (..., out) bf16
 
 
@@ -108,15 +116,23 @@ def packed_linears(module: nn.Module) -> Iterator[bool]:
         yield False
         return
     layers = [m for m in module.modules() if type(m) is nn.Linear]
+    with _LOCK:  # searches in several threads may share the module: count its users
+        # packed (or found in the cache) once per search, not per call; all before any
+        # layer is changed, so a failure leaves the module as it was
+        bound = [(layer, packed_weight(layer.weight, layer.bias)) for layer in layers]
+        for layer, (packed, b16) in bound:
+            forward = functools.partial(_packed_forward, layer, packed, b16)
+            layer.forward = forward  # type: ignore[method-assign]
+            _USERS[id(layer)] = _USERS.get(id(layer), 0) + 1
     token = _ACTIVE.set(True)
-    for layer in layers:  # packed (or found in the cache) once per search, not per call
-        packed, b16 = packed_weight(layer.weight, layer.bias)
-        layer.forward = functools.partial(_packed_forward, packed, b16)  # type: ignore[method-assign]
     try:
         yield True
     finally:
-        for layer in layers:
-            del layer.forward
+        with _LOCK:
+            for layer in layers:
+                _USERS[id(layer)] -= 1
+                if not _USERS[id(layer)]:
+                    del _USERS[id(layer)], layer.forward
         _ACTIVE.reset(token)
 
 

@@ -135,3 +135,39 @@ def test_packed_weights_are_kept_until_the_weight_changes_or_dies(monkeypatch):
     del layer, run
     gc.collect()
     assert key not in pl._CACHE  # forgotten with its weight
+
+
+@needs_bf16
+def test_searches_in_two_threads_share_a_model():
+    import threading
+
+    model = tiny_transformer()
+    torch.manual_seed(2)
+    src = torch.randint(4, 40, (3, 6))
+    src_mask = torch.ones(3, 6, dtype=torch.bool)
+
+    def decode():
+        with torch.no_grad(), bf16_autocast():
+            state = model.init_state(model.encode(src, src_mask), src_mask)
+            return beam_search(model, state, 3, 1, 2, max_len=8, beam_size=3, pad_id=0).tokens
+
+    alone = decode()
+    barrier, out, errors = threading.Barrier(2), [], []
+
+    def worker():
+        try:
+            barrier.wait()
+            for _ in range(5):  # the two threads' searches overlap, start and end apart
+                out.append(decode())
+        except Exception as exc:  # noqa: BLE001 - reported below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=worker) for _ in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors, errors
+    assert len(out) == 10 and all(torch.equal(o, alone) for o in out)
+    linears = [m for m in model.modules() if type(m) is nn.Linear]
+    assert not any("forward" in vars(m) for m in linears) and not pl._USERS
