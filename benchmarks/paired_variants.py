@@ -1,6 +1,7 @@
-"""Variants of one decoding workload timed against each other in one process (shared by
-``benchmarks/decode_tree_cache.py``, ``benchmarks/decode_beam_step.py`` and
-``benchmarks/stacked_projections.py --decode``).
+"""Variants of one workload timed against each other in one process: decoding (shared by
+``benchmarks/decode_tree_cache.py``, ``benchmarks/decode_beam_step.py``,
+``benchmarks/decode_packed.py`` and ``benchmarks/stacked_projections.py --decode``) and the
+peers' training step (``benchmarks/stacked_projections.py``, ``benchmarks/step_levers.py``).
 
 Each variant runs once untimed (warm-up, and any compile), then ``reps`` rounds of every
 variant back to back, the order rotating each round. A variant's speed-up over the first
@@ -20,6 +21,7 @@ from torch import nn
 
 from benchmarks import peers_decode as pdec
 from benchmarks import peers_models as pm
+from benchmarks import peers_train as ptrain
 from benchmarks.peers_timing import synchronize
 from seqlab.train.allocator import keep_freed_memory
 from seqlab.train.precision import autocast_context
@@ -38,6 +40,20 @@ def decode_workload(
     sources = [s for s, _ in pm.make_pairs(sentences, size, seed=1)]
     batches = pdec.source_batches(sources, batch, device=device)
     return pm.build_seqlab(size)[0].to(device).eval(), batches
+
+
+def train_workload(
+    size: pm.Size, steps: int, precision: str, threads: int, device: str = "cpu"
+) -> Callable[[], int]:
+    """``benchmarks/peers.py``'s training workload: seqlab's trainee of ``size`` (seed 0)
+    and ``steps`` batches of 64 pairs on ``device``; torch's threads set and freed memory
+    kept, as peers.py runs.  -> one repetition (a step on every batch; returns the target
+    tokens)"""
+    torch.set_num_threads(threads)
+    keep_freed_memory()
+    torch.manual_seed(0)
+    batches = [b.to(device) for b in pm.make_batches(steps, size, 64)]
+    return ptrain.train_rep(ptrain.seqlab_trainee(size, device), batches, precision)
 
 
 def one_best(model: nn.Module, batches, beam: int, n_new: int, impl: str, precision: str) -> list:

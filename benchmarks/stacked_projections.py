@@ -33,12 +33,15 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from benchmarks import peers_decode as pdec  # noqa: E402
 from benchmarks import peers_models as pm  # noqa: E402
-from benchmarks import peers_train as ptrain  # noqa: E402
-from benchmarks.paired_variants import decode_workload, one_best, round_robin  # noqa: E402
+from benchmarks.paired_variants import (  # noqa: E402
+    decode_workload,
+    one_best,
+    round_robin,
+    train_workload,
+)
 from benchmarks.peers_timing import is_cuda, synchronize  # noqa: E402
 from benchmarks.profile_peers import per_step_counts  # noqa: E402
 from seqlab.nn.multihead import separate_projections  # noqa: E402
-from seqlab.train.allocator import keep_freed_memory  # noqa: E402
 
 
 def variant(name: str, run: Callable[[], object]) -> Callable[[], object]:
@@ -75,13 +78,8 @@ def main(argv: list[str] | None = None) -> dict:
     args = p.parse_args(argv)
     if args.decode:
         return decode(args)
-    torch.set_num_threads(args.threads)
-    keep_freed_memory()  # as benchmarks/peers.py and the Trainer run
     size = pm.TINY if args.tiny else pm.SMALL
-    torch.manual_seed(0)
-    batches = [b.to(args.device) for b in pm.make_batches(args.steps, size, 64)]
-    trainee = ptrain.seqlab_trainee(size, args.device)
-    rep = ptrain.train_rep(trainee, batches, args.precision)
+    rep = train_workload(size, args.steps, args.precision, args.threads, args.device)
     runs = {v: variant(v, rep) for v in ("separate", "stacked")}
     times = round_robin(runs, args.reps, args.device)
     ms = {v: 1000 * statistics.median(t) / args.steps for v, t in times.items()}

@@ -37,8 +37,7 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from benchmarks import peers_models as pm  # noqa: E402
-from benchmarks import peers_train as ptrain  # noqa: E402
-from benchmarks.paired_variants import round_robin  # noqa: E402
+from benchmarks.paired_variants import round_robin, train_workload  # noqa: E402
 from seqlab.nn.smoothed_cross_entropy import (  # noqa: E402
     SmoothedCrossEntropy,
     torch_cross_entropy,
@@ -104,15 +103,12 @@ def main(argv: list[str] | None = None) -> dict:
     args = p.parse_args(argv)
     if args.micro and args.device != "cpu":
         p.error("--micro times the loss on the CPU only; drop --device")
-    torch.set_num_threads(args.threads)
-    keep_freed_memory()  # as benchmarks/peers.py and the Trainer run
     if args.micro:
+        torch.set_num_threads(args.threads)
+        keep_freed_memory()  # as benchmarks/peers.py and the Trainer run
         return micro(args)
     size = pm.TINY if args.tiny else pm.SMALL
-    torch.manual_seed(0)
-    batches = [b.to(args.device) for b in pm.make_batches(args.steps, size, 64)]
-    trainee = ptrain.seqlab_trainee(size, args.device)
-    rep = ptrain.train_rep(trainee, batches, args.precision)
+    rep = train_workload(size, args.steps, args.precision, args.threads, args.device)
     runs = {v: variant(v, args.lever, rep) for v in ("torch", "seqlab")}
     t0 = time.perf_counter()
     times = round_robin(runs, args.reps, args.device)
