@@ -73,7 +73,7 @@ for s in $STEPS; do
       ;;
     profile) TAIL=12 step profile 150 /tmp/profile.log $PY benchmarks/profile_peers.py \
       --device cuda --size small --precision bf16 --steps 16 --rows 12 --out "$OUT/profile.txt" ;;
-    peers) TAIL=60 step peers "$PEERS_S" "$OUT/peers.log" $PY benchmarks/peers.py --device cuda \
+    peers) TAIL=60 step peers "$PEERS_S" "$OUT/peers.log" $PY benchmarks/peers.py --device cuda --train-reps 7 \
       --out "$OUT/results.md" --json "$OUT/peers-cuda.json" ;;
     compiled) TAIL=20 step compiled 150 "$OUT/compiled.log" $PY benchmarks/peers.py --device cuda \
       --sections decode --impls seqlab,hf --precisions bf16 --compiled-decode \

@@ -135,6 +135,20 @@ def test_auto_path_by_size(monkeypatch):
     assert calls == ["once", "once"]
 
 
+def test_auto_path_takes_torch_off_the_cpu(monkeypatch):
+    """On an H100 torch's fused CUDA loss was faster (perf-notes-gpu.md §35): "auto" keeps
+    the softmax-once path for CPUs. The meta device stands in for any other device."""
+    calls = []
+    real = SmoothedCrossEntropy.apply
+    monkeypatch.setattr(SmoothedCrossEntropy, "apply", lambda *a: calls.append("once") or real(*a))
+    monkeypatch.setattr(sce_mod, "SOFTMAX_ONCE_MIN_LOGITS", 100)
+    x, y = _case(N=10, V=10)
+    loss, nll = smoothed_cross_entropy(x.to("meta"), y.to("meta"), 0, 0.1)
+    assert calls == [] and loss.shape == nll.shape == (10,)
+    smoothed_cross_entropy(x, y, 0, 0.1)
+    assert calls == ["once"]
+
+
 def test_torch_path_returns_the_same_quantities():
     x, y = _case()
     for eps in (0.0, 0.1):
