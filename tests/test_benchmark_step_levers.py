@@ -4,7 +4,6 @@ loss alone (--micro)."""
 
 from __future__ import annotations
 
-import pytest
 import torch
 
 import seqlab.tasks.base as base
