@@ -1,30 +1,37 @@
 """Levers of the training step, each against what it replaced (docs/perf-notes-training.md).
 
-    python benchmarks/step_levers.py [--lever loss] [--precision bf16|fp32] [--reps 9]
+    python benchmarks/step_levers.py [--lever loss|rows] [--precision bf16|fp32] [--reps 9]
 
 ``--lever loss`` (§32): the training loss through ``seqlab.nn.smoothed_cross_entropy``
-against ``F.cross_entropy``. (§33's dropout words were measured with a ``--lever dropout``
+against ``F.cross_entropy``. ``--lever rows`` (§36): the FFNs, the output layer and the
+loss on the real positions alone (``seqlab.nn.row_packing``) against every position
+(``padded_positions()``). (§33's dropout words were measured with a ``--lever dropout``
 that left with the change it measured, not adopted: commit history.)
 
 The training step of ``benchmarks/peers.py`` (seqlab's small config, 64 pairs of 14–20
 tokens, label smoothing 0.1, Adam; ``benchmarks/peers_train.py``'s ``seqlab_trainee``),
 two variants on the same model and batches, back to back with the order rotating
-(``benchmarks/paired_variants.round_robin``). For ``--lever loss``:
+(``benchmarks/paired_variants.round_robin``): ``before``, what the lever replaced, and
+``seqlab``, the code as shipped. For ``--lever loss``:
 
-* ``torch`` — the loss as before §32: ``F.cross_entropy`` with ``label_smoothing`` for the
+* ``before`` — the loss as before §32: ``F.cross_entropy`` with ``label_smoothing`` for the
   loss and a second, no-grad ``F.cross_entropy`` for the NLL (what nn.Transformer and HF
   Marian users call);
 * ``seqlab`` — ``token_cross_entropy``'s fast path as shipped (``path="auto"``: the
   softmax-once function from 2¹⁹ logits on, so not for ``--tiny``).
 
-Printed: ms per step of each (median) and the paired speed-up of seqlab over torch (median
-over repetitions of torch time / seqlab time). ``--micro`` (loss only) times the loss alone
-on (N, V) logits of the step's shape (forward, backward and the NLL), on ``--device``.
+For ``--lever rows``: ``before`` runs inside ``padded_positions()``.
+
+Printed: ms per step of each (median) and the paired speed-up of seqlab over before
+(median over repetitions of before's time / seqlab's). ``--micro`` (loss only) times the
+loss alone on (N, V) logits of the step's shape (forward, backward and the NLL), on
+``--device``.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import statistics
 import sys
 import time
@@ -38,6 +45,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from benchmarks import peers_models as pm  # noqa: E402
 from benchmarks.paired_variants import round_robin, train_workload  # noqa: E402
+from seqlab.nn.row_packing import padded_positions  # noqa: E402
 from seqlab.nn.smoothed_cross_entropy import (  # noqa: E402
     SmoothedCrossEntropy,
     torch_cross_entropy,
@@ -45,21 +53,22 @@ from seqlab.nn.smoothed_cross_entropy import (  # noqa: E402
 from seqlab.train.allocator import keep_freed_memory  # noqa: E402
 from seqlab.train.precision import autocast_context  # noqa: E402
 
-REPLACED = {
-    "loss": ("seqlab.tasks.base.smoothed_cross_entropy", torch_cross_entropy),
+REPLACED: dict[str, Callable[[], contextlib.AbstractContextManager]] = {
+    "loss": lambda: mock.patch("seqlab.tasks.base.smoothed_cross_entropy", torch_cross_entropy),
+    "rows": padded_positions,
 }
 
 
 def variant(name: str, lever: str, run: Callable[[], object]) -> Callable[[], object]:
+    """``seqlab``: ``run`` as it is; ``before``: ``run`` with the lever undone."""
     if name == "seqlab":
         return run
-    target, before = REPLACED[lever]
 
-    def with_torch() -> object:
-        with mock.patch(target, before):
+    def before() -> object:
+        with REPLACED[lever]():
             return run()
 
-    return with_torch
+    return before
 
 
 def micro(args: argparse.Namespace) -> dict:
@@ -85,12 +94,12 @@ def micro(args: argparse.Namespace) -> dict:
 
         return go
 
-    runs = {"torch": run(torch_cross_entropy), "seqlab": run(SmoothedCrossEntropy.apply)}
+    runs = {"before": run(torch_cross_entropy), "seqlab": run(SmoothedCrossEntropy.apply)}
     times = round_robin(runs, args.reps * 5, args.device)
     ms = {k: 1000 * statistics.median(t) / calls for k, t in times.items()}
     print(
         f"loss alone, ({N} x {V}) logits, {args.device}, {args.precision}: "
-        f"torch {ms['torch']:.3f} ms, seqlab {ms['seqlab']:.3f} ms"
+        f"torch {ms['before']:.3f} ms, seqlab {ms['seqlab']:.3f} ms"
     )
     return ms
 
@@ -112,11 +121,11 @@ def main(argv: list[str] | None = None) -> dict:
         return micro(args)
     size = pm.TINY if args.tiny else pm.SMALL
     rep = train_workload(size, args.steps, args.precision, args.threads, args.device)
-    runs = {v: variant(v, args.lever, rep) for v in ("torch", "seqlab")}
+    runs = {v: variant(v, args.lever, rep) for v in ("before", "seqlab")}
     t0 = time.perf_counter()
     times = round_robin(runs, args.reps, args.device)
     ms = {v: 1000 * statistics.median(t) / args.steps for v, t in times.items()}
-    speed = statistics.median(a / b for a, b in zip(times["torch"], times["seqlab"]))
+    speed = statistics.median(a / b for a, b in zip(times["before"], times["seqlab"]))
     print(
         f"--lever {args.lever}: {args.device}, {args.precision}, {size.name} config, "
         f"{args.steps} steps x {args.reps} reps ({time.perf_counter() - t0:.0f} s)"
@@ -125,7 +134,7 @@ def main(argv: list[str] | None = None) -> dict:
     print("|---|---:|")
     for v in runs:
         print(f"| {v} | {ms[v]:.2f} |")
-    print(f"seqlab vs torch (paired): {speed:.3f}x")
+    print(f"seqlab vs before (paired): {speed:.3f}x")
     return {"ms": ms, "speed": speed}
 
 

@@ -22,17 +22,25 @@ def test_variants_call_the_loss_they_name(monkeypatch):
 
     step_levers.variant("seqlab", "loss", run)()
     assert seen == ["once"]
-    loss, nll = step_levers.variant("torch", "loss", run)()
+    loss, nll = step_levers.variant("before", "loss", run)()
     assert seen == ["once"] and loss.shape == nll.shape == (3,)
+
+
+def test_rows_variants_pack_and_do_not():
+    from seqlab.nn.row_packing import PaddedRows
+
+    keep = torch.tensor([[True, True], [True, False]])
+    assert step_levers.variant("seqlab", "rows", lambda: PaddedRows.of(keep))() is not None
+    assert step_levers.variant("before", "rows", lambda: PaddedRows.of(keep))() is None
 
 
 def test_tiny_paired_run():
     out = step_levers.main(["--tiny", "--reps", "1", "--steps", "1", "--threads", "1"])
-    assert set(out["ms"]) == {"torch", "seqlab"} and out["speed"] > 0
+    assert set(out["ms"]) == {"before", "seqlab"} and out["speed"] > 0
 
 
 def test_micro_times_both_losses():
     """--micro runs on any device now (the GPU lease of perf-notes-gpu.md §35 used it); on
     the CPU it times both variants of the loss alone."""
     ms = step_levers.main(["--micro", "--reps", "1", "--threads", "1"])
-    assert set(ms) == {"torch", "seqlab"} and min(ms.values()) > 0
+    assert set(ms) == {"before", "seqlab"} and min(ms.values()) > 0

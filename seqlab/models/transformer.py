@@ -23,6 +23,7 @@ from torch import Tensor, nn
 from seqlab.nn.embedding import Embedding, tied_logits
 from seqlab.nn.multihead import MultiHeadAttention
 from seqlab.nn.positional import LearnedPositionalEmbedding, SinusoidalPositionalEncoding
+from seqlab.nn.row_packing import PaddedRows
 from seqlab.nn.transformer import TransformerEncoder
 from seqlab.nn.transformer_decoder import SelfCache, TransformerDecoder, TransformerDecoderState
 from seqlab.registry import MODELS
@@ -60,7 +61,8 @@ class TransformerSeq2Seq(nn.Module):
 
     Shapes:
         src (B, S) long, src_mask (B, S) bool, y_in (B, T) long, tgt_mask (B, T) bool
-        forward -> logits (B, T, V_tgt)
+        forward -> logits (B, T, V_tgt); with ``rows`` (PaddedRows of the target), the
+                   logits at its N positions alone (N, V_tgt)
         step(y_prev (B,), state) -> logits (B, V_tgt), state
     """
 
@@ -104,13 +106,28 @@ class TransformerSeq2Seq(nn.Module):
         return self.W_out(h)  # (B, T, V)
 
     def encode(self, src: Tensor, src_mask: Tensor) -> Tensor:
+        """The memory; its padding positions are never read (cross-attention masks them),
+        so the encoder's FFNs skip them (``skip_padding``)."""
         x = self.pos(self.src_embed(src))  # (B, S, D)
-        return self.encoder(x, src_mask)[0]  # (B, S, D)
+        return self.encoder(x, src_mask, skip_padding=True)[0]  # (B, S, D)
 
-    def forward(self, src: Tensor, src_mask: Tensor, y_in: Tensor, tgt_mask: Tensor) -> Tensor:
+    # The training loss may ask ``forward`` for the logits of the real target positions
+    # alone (``seqlab.tasks.base.seq2seq_token_loss``; docs/perf-notes-training.md §36).
+    output_rows = True
+
+    def forward(
+        self,
+        src: Tensor,
+        src_mask: Tensor,
+        y_in: Tensor,
+        tgt_mask: Tensor,
+        rows: PaddedRows | None = None,
+    ) -> Tensor:
         memory = self.encode(src, src_mask)  # (B, S, D)
         y = self.pos(self.tgt_embed(y_in))  # (B, T, D)
-        h = self.decoder(y, memory, tgt_mask, src_mask)[0]  # (B, T, D)
+        h = self.decoder(y, memory, tgt_mask, src_mask, skip_padding=True)[0]  # (B, T, D)
+        if rows is not None:
+            return self.output(rows.pack(h))  # (N, V): the output layer on real rows only
         return self.output(h)  # (B, T, V)
 
     def init_state(

@@ -30,6 +30,7 @@ from torch import Tensor, nn
 from seqlab.nn.dropout import Dropout
 from seqlab.nn.masks import attention_mask
 from seqlab.nn.multihead import MultiHeadAttention
+from seqlab.nn.row_packing import PaddedRows
 
 Activation = Literal["relu", "gelu"]
 
@@ -44,6 +45,9 @@ class FeedForward(nn.Module):
     Deviations: ``activation="gelu"`` replaces max(0, ·) by GELU (Hendrycks & Gimpel
     2016; BERT/GPT); dropout on the hidden activations (tensor2tensor's relu_dropout,
     also in ``torch.nn.TransformerEncoderLayer``) is not in the paper's equation.
+
+    Given ``rows`` (``seqlab.nn.row_packing.PaddedRows``), it runs on the real positions
+    alone and leaves 0 at the padding ones (docs/perf-notes-training.md §36).
 
     Shapes:
         x:       (B, T, D)
@@ -65,10 +69,16 @@ class FeedForward(nn.Module):
         self.W_2 = nn.Linear(d_ff, d_model)  # W_2, b_2
         self.dropout = Dropout(dropout)
 
-    def forward(self, x: Tensor) -> Tensor:
-        h = self.W_1(x)  # (B, T, d_ff)
-        h = F.relu(h) if self.activation == "relu" else F.gelu(h)  # (B, T, d_ff)
-        return self.W_2(self.dropout(h))  # (B, T, D)
+    def forward(self, x: Tensor, rows: PaddedRows | None = None) -> Tensor:
+        if rows is not None:
+            return rows.apply(self.positionwise, x)  # (B, T, D), 0 at padding
+        return self.positionwise(x)  # (B, T, D)
+
+    def positionwise(self, x: Tensor) -> Tensor:
+        """FFN(x) over any leading shape: (..., D) -> (..., D)."""
+        h = self.W_1(x)  # (..., d_ff)
+        h = F.relu(h) if self.activation == "relu" else F.gelu(h)  # (..., d_ff)
+        return self.W_2(self.dropout(h))  # (..., D)
 
 
 class ResidualSublayers(nn.Module):
@@ -115,6 +125,7 @@ class TransformerEncoderLayer(ResidualSublayers):
         x:       (B, S, D)
         mask:    bool, True = keep, broadcastable to (B, H, S, S), e.g. (B, 1, 1, S) from
                  ``attention_mask(src_mask)``
+        rows:    the real positions (``PaddedRows``) for the FFN, or None (every position)
         returns: x (B, S, D); α (B, H, S, S) when need_weights, else None
     """
 
@@ -135,13 +146,17 @@ class TransformerEncoderLayer(ResidualSublayers):
         self.norm2 = nn.LayerNorm(d_model, eps=layer_norm_eps)
 
     def forward(
-        self, x: Tensor, mask: Tensor | None = None, need_weights: bool = False
+        self,
+        x: Tensor,
+        mask: Tensor | None = None,
+        need_weights: bool = False,
+        rows: PaddedRows | None = None,
     ) -> tuple[Tensor, Tensor | None]:
         h = self.sublayer_in(x, self.norm1)  # (B, S, D)
         a, alpha = self.self_attn(h, h, h, mask, need_weights)  # (B, S, D), (B, H, S, S)
         x = self.sublayer_out(x, a, self.norm1)  # (B, S, D)
         h = self.sublayer_in(x, self.norm2)  # (B, S, D)
-        x = self.sublayer_out(x, self.ffn(h), self.norm2)  # (B, S, D)
+        x = self.sublayer_out(x, self.ffn(h, rows), self.norm2)  # (B, S, D)
         return x, alpha
 
 
@@ -157,6 +172,10 @@ class TransformerEncoder(nn.Module):
     Shapes:
         x:        (B, S, D)
         src_mask: (B, S) bool, True = real token (None: no padding)
+        skip_padding: the FFNs run on the real positions alone (``PaddedRows``; a CPU
+                  batch with padding), for callers that never read the padding positions'
+                  outputs: those then differ from the padded computation's (perf-notes-
+                  training.md §36). The real positions' outputs are the same.
         returns:  x (B, S, D); a list of N α (B, H, S, S) when need_weights, else None
     """
 
@@ -181,12 +200,18 @@ class TransformerEncoder(nn.Module):
         self.norm = nn.LayerNorm(d_model, eps=layer_norm_eps) if norm_first else None
 
     def forward(
-        self, x: Tensor, src_mask: Tensor | None = None, need_weights: bool = False
+        self,
+        x: Tensor,
+        src_mask: Tensor | None = None,
+        need_weights: bool = False,
+        skip_padding: bool = False,
     ) -> tuple[Tensor, list[Tensor] | None]:
         mask = attention_mask(src_mask)  # (B, 1, 1, S) or None
+        # skip_padding: the FFNs on real positions only (on a CPU; PaddedRows.of)
+        rows = PaddedRows.of(src_mask) if skip_padding else None
         weights: list[Tensor] = []
         for layer in self.layers:
-            x, alpha = layer(x, mask, need_weights)  # (B, S, D), (B, H, S, S)
+            x, alpha = layer(x, mask, need_weights, rows)  # (B, S, D), (B, H, S, S)
             if alpha is not None:
                 weights.append(alpha)
         if self.norm is not None:

@@ -29,6 +29,7 @@ from torch import Tensor, nn
 from seqlab.decode.state import reorder_fields, static_field
 from seqlab.nn.masks import attention_mask, causal_mask
 from seqlab.nn.multihead import KVCache, MultiHeadAttention
+from seqlab.nn.row_packing import PaddedRows
 from seqlab.nn.transformer import Activation, FeedForward, ResidualSublayers
 from seqlab.nn.tree_kv_cache import TreeKVCache, repeat_factor
 
@@ -181,9 +182,12 @@ class TransformerDecoderLayer(ResidualSublayers):
         self_mask: Tensor | None = None,
         memory_mask: Tensor | None = None,
         need_weights: bool = False,
+        rows: PaddedRows | None = None,
     ) -> tuple[Tensor, LayerWeights | None]:
         cross_kv = self.cross_attn.project_kv(memory, memory)  # (B, H, S, Dh)
-        y, _, weights = self.sublayers(y, None, cross_kv, self_mask, memory_mask, need_weights)
+        y, _, weights = self.sublayers(
+            y, None, cross_kv, self_mask, memory_mask, need_weights, rows
+        )
         return y, weights
 
     def init_state(self, memory: Tensor, cache: SelfCache = "auto") -> DecoderLayerState:
@@ -232,8 +236,10 @@ class TransformerDecoderLayer(ResidualSublayers):
         self_mask: Tensor | None,
         memory_mask: Tensor | None,
         need_weights: bool,
+        rows: PaddedRows | None = None,
     ) -> tuple[Tensor, KVCache | TreeKVCache, LayerWeights | None]:
-        """The three wrapped sublayers; ``past_kv`` holds earlier positions' self K/V.
+        """The three wrapped sublayers; ``past_kv`` holds earlier positions' self K/V;
+        ``rows``, the real positions for the FFN (``PaddedRows``; None: every position).
 
         Shapes: y (B, T, D), past_kv (B, H, t, Dh) or None -> y (B, T, D),
                 self K/V (B, H, t+T, Dh), weights or None.
@@ -254,7 +260,7 @@ class TransformerDecoderLayer(ResidualSublayers):
         y = self.sublayer_out(y, c, self.norm2)  # (B, T, D)
 
         h = self.sublayer_in(y, self.norm3)  # (B, T, D)
-        y = self.sublayer_out(y, self.ffn(h), self.norm3)  # (B, T, D)
+        y = self.sublayer_out(y, self.ffn(h, rows), self.norm3)  # (B, T, D)
         weights = (alpha_self, alpha_cross) if need_weights else None
         return y, self_kv, weights
 
@@ -275,6 +281,8 @@ class TransformerDecoder(nn.Module):
         memory:      (B, S, D), the encoder output
         tgt_mask:    (B, T) bool, True = real target token (None: no padding)
         memory_mask: (B, S) bool, True = real source token (None: no padding)
+        skip_padding: the FFNs on the real target positions alone (``PaddedRows``), as
+                     ``TransformerEncoder.forward``: real positions' outputs unchanged
         returns:     y (B, T, D); per layer (α_self (B, H, T, T), α_cross (B, H, T, S))
                      when need_weights, else None
     """
@@ -306,13 +314,16 @@ class TransformerDecoder(nn.Module):
         tgt_mask: Tensor | None = None,
         memory_mask: Tensor | None = None,
         need_weights: bool = False,
+        skip_padding: bool = False,
     ) -> tuple[Tensor, list[LayerWeights] | None]:
         T = y.size(1)
         self_mask = attention_mask(tgt_mask, causal_mask(T, T, y.device))  # (B, 1, T, T)
         cross_mask = attention_mask(memory_mask)  # (B, 1, 1, S) or None
+        # skip_padding: the FFNs on real positions only (TransformerEncoder.forward)
+        rows = PaddedRows.of(tgt_mask) if skip_padding else None
         weights: list[LayerWeights] = []
         for layer in self.layers:
-            y, w = layer(y, memory, self_mask, cross_mask, need_weights)  # (B, T, D)
+            y, w = layer(y, memory, self_mask, cross_mask, need_weights, rows)  # (B, T, D)
             if w is not None:
                 weights.append(w)
         if self.norm is not None:

@@ -20,7 +20,7 @@ from seqlab.data.vocab import BOS_ID, EOS_ID, PAD_ID
 from seqlab.decode.greedy import greedy
 from seqlab.errors import SeqlabError
 from seqlab.registry import TASKS
-from seqlab.tasks.base import LossOutput, Task, token_cross_entropy
+from seqlab.tasks.base import LossOutput, Task, seq2seq_token_loss
 
 N_SPECIAL = 4  # <pad> <unk> <s> </s>
 
@@ -86,8 +86,7 @@ class AlgorithmicTask(Task):
         return collate_seq2seq([data[i] for i in indices], bos=BOS_ID, eos=EOS_ID, pad=PAD_ID)
 
     def loss(self, model: nn.Module, batch: Seq2SeqBatch, label_smoothing: float = 0.0):
-        logits = model(batch.src, batch.src_mask, batch.y_in, batch.tgt_mask)  # (B, T, V)
-        return token_cross_entropy(logits, batch.y_out, PAD_ID, label_smoothing)
+        return seq2seq_token_loss(model, batch, PAD_ID, label_smoothing)
 
     @torch.no_grad()
     def evaluate(self, model: nn.Module, split: str = "valid") -> dict[str, float]:

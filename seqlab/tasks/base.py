@@ -16,6 +16,7 @@ import numpy as np
 import torch
 from torch import Tensor, nn
 
+from seqlab.nn.row_packing import PaddedRows
 from seqlab.nn.smoothed_cross_entropy import smoothed_cross_entropy
 
 
@@ -57,16 +58,17 @@ def token_cross_entropy(
     * ``fused=True`` (default) — ``seqlab.nn.smoothed_cross_entropy``: from 2¹⁹ logits on,
       one softmax in the logits' own dtype (float32 accumulation) gives the loss and the
       NLL of each token, and its backward writes (p − ε/V)·g in one pass plus a write at
-      the targets; smaller batches take ``F.cross_entropy``, faster where operator
-      overheads dominate. Under autocast ``F.cross_entropy`` would copy the (N, V) logits
-      to float32 and make four more (N, V) passes in its backward, plus a second pass for
-      the NLL: the loss alone on the Multi30k Transformer's (1,344 × 8,000) bf16 logits
-      took 25 ms, now 10; the training step gains 3–5 % (docs/perf-notes-training.md §32).
+      the targets; smaller batches, and GPUs, take ``F.cross_entropy``, faster where
+      operator overheads dominate and where torch's CUDA kernels are fused. Under autocast
+      on a CPU ``F.cross_entropy`` would copy the (N, V) logits to float32 and make four
+      more (N, V) passes in its backward, plus a second pass for the NLL: the loss alone
+      on the Multi30k Transformer's (1,344 × 8,000) bf16 logits took 25 ms, now 10; the
+      training step gains 3–5 % (docs/perf-notes-training.md §32).
       Padding rows (``pad_id``) get loss 0 and no gradient; per-token losses are summed in
       fp32.
 
     Shapes:
-        logits: (B, T, V) any float dtype
+        logits: (B, T, V) any float dtype, or (N, V) for target (N,)
         target: (B, T) long, pad_id at padding
     """
     keep = target != pad_id  # (B, T)
@@ -89,6 +91,26 @@ def token_cross_entropy(
         loss_sum = nll.sum()
     nll_sum = nll.detach().sum()
     return LossOutput(loss_sum, nll_sum, n_tokens)
+
+
+def seq2seq_token_loss(
+    model: nn.Module, batch: Any, pad_id: int, label_smoothing: float = 0.0
+) -> LossOutput:
+    """``token_cross_entropy`` of a teacher-forced seq2seq model on a ``Seq2SeqBatch``.
+
+    A model whose class sets ``output_rows = True`` (the Transformer) computes the logits of
+    the real target positions alone, (N, V) instead of (B, T, V), where
+    ``PaddedRows.of`` finds that it pays (a CPU batch with padding): the output layer and
+    the loss skip the padding rows (docs/perf-notes-training.md §36). Other models, and
+    other batches, take the (B, T, V) logits; the loss is the same either way.
+    """
+    inner = getattr(model, "module", model)  # under DistributedDataParallel
+    rows = PaddedRows.of(batch.y_out != pad_id) if getattr(inner, "output_rows", False) else None
+    if rows is None:
+        logits = model(batch.src, batch.src_mask, batch.y_in, batch.tgt_mask)  # (B, T, V)
+        return token_cross_entropy(logits, batch.y_out, pad_id, label_smoothing)
+    logits = model(batch.src, batch.src_mask, batch.y_in, batch.tgt_mask, rows=rows)  # (N, V)
+    return token_cross_entropy(logits, rows.pack(batch.y_out), pad_id, label_smoothing)
 
 
 class Task(ABC):

@@ -44,7 +44,7 @@ from seqlab.data.vocab import BOS_ID, EOS_ID, PAD_ID
 from seqlab.errors import DataError
 from seqlab.eval.bleu import bleu_by_length, bucket_table, plot_bleu_by_length, score_corpus
 from seqlab.registry import TASKS
-from seqlab.tasks.base import LossOutput, Task, token_cross_entropy
+from seqlab.tasks.base import LossOutput, Task, seq2seq_token_loss
 from seqlab.tasks.translation_eval import (
     Hypothesis,
     SearchSettings,
@@ -354,8 +354,7 @@ class TranslationTask(Task):
     def loss(
         self, model: nn.Module, batch: Seq2SeqBatch, label_smoothing: float = 0.0
     ) -> LossOutput:
-        logits = model(batch.src, batch.src_mask, batch.y_in, batch.tgt_mask)  # (B, T, V)
-        return token_cross_entropy(logits, batch.y_out, PAD_ID, label_smoothing)
+        return seq2seq_token_loss(model, batch, PAD_ID, label_smoothing)
 
     # ------------------------------------------------------------------ evaluation
 

@@ -1,0 +1,86 @@
+"""Padding-free position-wise layers: a layer run on the real positions of a padded batch.
+
+A position-wise layer f (the Transformer's FFN, Vaswani et al. 2017 eq. 2; the output
+projection h W_outᵀ) maps each position on its own, f(X)_bt = f(x_bt). In a padded batch
+with keep-mask m (B, T), True at real tokens, a padding position's output is never read by
+a real one: attention masks padded keys, and the decoder pads on the right, after every
+real query's causal window. So
+
+    f(X)[m] = f(X[m])          N = Σ_bt m_bt rows instead of B·T
+
+and the padding rows may hold anything finite; ``PaddedRows.apply`` leaves them 0. On the
+peers' benchmark batches (64 pairs of 14–20 tokens) 14–16 % of the rows are padding, and
+the FFN and the output layer are two thirds of a Transformer step's matmul FLOPs
+(docs/perf-notes-training.md §36).
+
+``PaddedRows(m)`` packs with one ``index_select`` over the flattened positions and puts the
+rows back with one ``index_copy`` into zeros; both are differentiable (their backward is the
+other one). ``PaddedRows.of`` decides where packing pays: a CPU batch with padding. On a GPU
+a small step is bound by kernel launches, not FLOPs (perf-notes-gpu.md §35), and each
+packed layer adds three of them. ``padded_positions()`` turns packing off, for tests and
+measurements.
+
+Shapes: keep (B, T) bool; pack (B, T, *F) -> (N, *F); unpack (N, *F) -> (B, T, *F).
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable, Iterator
+
+import torch
+from torch import Tensor
+
+_PACK_ROWS = True
+
+
+@contextlib.contextmanager
+def padded_positions() -> Iterator[None]:
+    """Inside: position-wise layers run on every position, padding included."""
+    global _PACK_ROWS
+    saved, _PACK_ROWS = _PACK_ROWS, False
+    try:
+        yield
+    finally:
+        _PACK_ROWS = saved
+
+
+class PaddedRows:
+    """The real positions of a padded (B, T) batch (module doc)."""
+
+    def __init__(self, keep: Tensor) -> None:
+        if keep.dim() != 2 or keep.dtype != torch.bool:
+            raise ValueError(
+                f"keep must be a (B, T) bool mask, got {tuple(keep.shape)} {keep.dtype}"
+            )
+        self.shape = (keep.size(0), keep.size(1))
+        self.index = keep.reshape(-1).nonzero().squeeze(1)  # (N,) flat positions, in order
+        self.n = self.index.numel()
+
+    @classmethod
+    def of(cls, keep: Tensor | None) -> PaddedRows | None:
+        """The rows to pack, or None where packing does not pay: no mask, a batch without
+        padding, a tensor off the CPU, or inside ``padded_positions()``."""
+        if keep is None or not _PACK_ROWS or keep.device.type != "cpu" or keep.dim() != 2:
+            return None
+        rows = cls(keep)
+        return rows if rows.n < keep.numel() else None
+
+    def pack(self, x: Tensor) -> Tensor:
+        """(B, T, *F) -> (N, *F): the real positions, row-major."""
+        B, T = self.shape
+        if tuple(x.shape[:2]) != self.shape:
+            raise ValueError(f"expected a ({B}, {T}, ...) tensor, got {tuple(x.shape)}")
+        return x.reshape(B * T, *x.shape[2:]).index_select(0, self.index)  # (N, *F)
+
+    def unpack(self, rows: Tensor) -> Tensor:
+        """(N, *F) -> (B, T, *F), zeros at the padding positions."""
+        B, T = self.shape
+        if rows.size(0) != self.n:
+            raise ValueError(f"expected {self.n} rows, got {rows.size(0)}")
+        out = rows.new_zeros(B * T, *rows.shape[1:])  # (B·T, *F)
+        return out.index_copy(0, self.index, rows).view(B, T, *rows.shape[1:])
+
+    def apply(self, f: Callable[[Tensor], Tensor], x: Tensor) -> Tensor:
+        """f on the real positions of x (B, T, *F) alone; 0 at the padding positions."""
+        return self.unpack(f(self.pack(x)))  # (B, T, *F')

@@ -1,0 +1,156 @@
+"""Padding-free position-wise layers (seqlab.nn.row_packing, perf-notes-training.md §36):
+the real positions' values and every gradient equal the padded computation's, in float64;
+packing is used where it should be and nowhere else."""
+
+import pytest
+import torch
+
+import seqlab.models.bahdanau  # noqa: F401  (registers "bahdanau")
+import seqlab.models.transformer  # noqa: F401  (registers "transformer")
+from seqlab.data.collate import collate_seq2seq
+from seqlab.nn.row_packing import PaddedRows, padded_positions
+from seqlab.nn.transformer import FeedForward, TransformerEncoder
+from seqlab.nn.transformer_decoder import TransformerDecoder
+from seqlab.registry import MODELS
+from seqlab.tasks.algorithmic import AlgorithmicConfig, make_examples
+from seqlab.tasks.base import seq2seq_token_loss
+
+D, H, D_FF, V = 16, 2, 32, 14
+
+
+def mask_of(lengths, T):
+    return torch.arange(T)[None, :] < torch.tensor(lengths)[:, None]  # (B, T)
+
+
+def test_pack_and_unpack():
+    keep = mask_of([3, 1, 4], 4)
+    rows = PaddedRows(keep)
+    x = torch.arange(3 * 4 * 2, dtype=torch.float64).view(3, 4, 2)
+    packed = rows.pack(x)  # (8, 2)
+    assert rows.n == 8 and packed.shape == (8, 2)
+    torch.testing.assert_close(packed, x[keep], atol=0, rtol=0)
+    back = rows.unpack(packed)
+    torch.testing.assert_close(back, x * keep[..., None], atol=0, rtol=0)
+    assert rows.apply(lambda r: r.sum(-1), x).shape == (3, 4)
+    with pytest.raises(ValueError, match=r"expected a \(3, 4, ...\) tensor"):
+        rows.pack(torch.zeros(3, 5, 2))
+    with pytest.raises(ValueError, match="expected 8 rows"):
+        rows.unpack(torch.zeros(7, 2))
+    with pytest.raises(ValueError, match="bool mask"):
+        PaddedRows(keep.long())
+
+
+def test_where_packing_applies():
+    keep = mask_of([3, 1, 4], 4)
+    assert PaddedRows.of(keep) is not None
+    assert PaddedRows.of(None) is None
+    assert PaddedRows.of(torch.ones(3, 4, dtype=torch.bool)) is None  # no padding
+    assert PaddedRows.of(keep.to("meta")) is None  # off the CPU
+    with padded_positions():
+        assert PaddedRows.of(keep) is None
+    assert PaddedRows.of(keep) is not None
+
+
+def test_feed_forward_on_real_rows_equals_padded():
+    torch.manual_seed(0)
+    ffn = FeedForward(D, D_FF).double()
+    keep = mask_of([5, 2, 3], 5)
+    x = torch.randn(3, 5, D, dtype=torch.float64, requires_grad=True)
+    out = ffn(x, PaddedRows(keep))
+    ref = ffn(x)
+    torch.testing.assert_close(out[keep], ref[keep], atol=1e-12, rtol=0)
+    assert (out[~keep] == 0).all()
+    g_out = torch.autograd.grad(out[keep].pow(2).sum(), [x, *ffn.parameters()])
+    g_ref = torch.autograd.grad(ref[keep].pow(2).sum(), [x, *ffn.parameters()])
+    for a, b in zip(g_out, g_ref):
+        torch.testing.assert_close(a, b, atol=1e-12, rtol=0)
+
+
+@pytest.mark.parametrize("norm_first", [False, True])
+def test_stacks_skipping_padding_equal_padded_at_real_positions(norm_first):
+    torch.manual_seed(0)
+    enc = TransformerEncoder(2, D, H, D_FF, dropout=0.0, norm_first=norm_first).double()
+    dec = TransformerDecoder(2, D, H, D_FF, dropout=0.0, norm_first=norm_first).double()
+    src_mask, tgt_mask = mask_of([6, 3, 4], 6), mask_of([2, 5, 4], 5)
+    x = torch.randn(3, 6, D, dtype=torch.float64)
+    y = torch.randn(3, 5, D, dtype=torch.float64)
+    params = [*enc.parameters(), *dec.parameters()]
+
+    def run(skip):
+        memory = enc(x, src_mask, skip_padding=skip)[0]
+        h = dec(y, memory, tgt_mask, src_mask, skip_padding=skip)[0]
+        real = h[tgt_mask]  # (N, D)
+        return real, torch.autograd.grad(real.pow(2).sum(), params)
+
+    (h_skip, g_skip), (h_ref, g_ref) = run(True), run(False)
+    torch.testing.assert_close(h_skip, h_ref, atol=1e-12, rtol=0)
+    for a, b in zip(g_skip, g_ref):
+        torch.testing.assert_close(a, b, atol=1e-12, rtol=0)
+
+
+def test_stacks_pack_only_when_asked(monkeypatch):
+    calls = []
+    real = PaddedRows.pack
+    monkeypatch.setattr(PaddedRows, "pack", lambda self, x: calls.append(x.shape) or real(self, x))
+    enc = TransformerEncoder(1, D, H, D_FF, dropout=0.0)
+    x, src_mask = torch.randn(2, 4, D), mask_of([4, 2], 4)
+    enc(x, src_mask)
+    assert calls == []
+    enc(x, src_mask, skip_padding=True)
+    assert calls == [(2, 4, D)]
+
+
+def seq2seq_batch(n=6, seed=0):
+    pairs = make_examples(AlgorithmicConfig(n_symbols=V - 4, min_len=2, max_len=7), n, seed)
+    return collate_seq2seq(pairs)
+
+
+@pytest.mark.parametrize("label_smoothing", [0.0, 0.1])
+def test_transformer_loss_on_real_rows_equals_padded(label_smoothing, monkeypatch):
+    """The training loss with the output layer and the FFNs on real rows: the same loss,
+    NLL, token count and gradients as every position computed (float64)."""
+    entry = MODELS.get("transformer")
+    cfg = entry.config_cls(
+        d_model=D, n_heads=H, d_ff=D_FF, encoder_layers=2, decoder_layers=2, dropout=0.0
+    )
+    torch.manual_seed(0)
+    model = entry.target(cfg, src_vocab=V, tgt_vocab=V, pad_id=0).double()
+    b = seq2seq_batch()
+    assert not b.tgt_mask.all() and not b.src_mask.all()  # the batch has padding
+    output_rows = []
+    real_output = model.output
+    monkeypatch.setattr(
+        model, "output", lambda h: output_rows.append(h.shape[:-1].numel()) or real_output(h)
+    )
+
+    def run():
+        out = seq2seq_token_loss(model, b, 0, label_smoothing)
+        grads = torch.autograd.grad(out.loss_sum, list(model.parameters()), allow_unused=True)
+        return out, grads
+
+    packed, g_packed = run()
+    assert output_rows == [b.n_tokens]  # the output layer saw the real rows only
+    with padded_positions():
+        padded, g_padded = run()
+    assert output_rows[-1] == b.y_out.numel()
+    assert packed.n_tokens == padded.n_tokens == b.n_tokens
+    # token_cross_entropy sums the per-token losses in float32: equal to its rounding
+    torch.testing.assert_close(packed.loss_sum, padded.loss_sum, atol=0, rtol=2**-22)
+    torch.testing.assert_close(packed.nll_sum, padded.nll_sum, atol=0, rtol=2**-22)
+    for a, c in zip(g_packed, g_padded):
+        if a is None or c is None:
+            assert a is None and c is None
+            continue
+        torch.testing.assert_close(a, c, atol=1e-10, rtol=0)
+
+
+def test_models_without_output_rows_take_the_padded_logits():
+    entry = MODELS.get("bahdanau")
+    torch.manual_seed(0)
+    model = entry.target(entry.config_cls(), src_vocab=V, tgt_vocab=V).eval()  # no dropout
+    assert not getattr(model, "output_rows", False)
+    b = seq2seq_batch()
+    out = seq2seq_token_loss(model, b, 0, 0.1)
+    with padded_positions():
+        ref = seq2seq_token_loss(model, b, 0, 0.1)
+    torch.testing.assert_close(out.loss_sum, ref.loss_sum, atol=0, rtol=0)
