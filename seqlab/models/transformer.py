@@ -106,10 +106,13 @@ class TransformerSeq2Seq(nn.Module):
         return self.W_out(h)  # (B, T, V)
 
     def encode(self, src: Tensor, src_mask: Tensor) -> Tensor:
-        """The memory; its padding positions are never read (cross-attention masks them),
-        so the encoder's FFNs skip them (``skip_padding``)."""
+        """The memory. Its padding positions are never read (cross-attention masks them),
+        so in training the encoder's FFNs skip them (``skip_padding``, perf-notes-training.md
+        §36); without grad (decoding, evaluation, export) every position is computed, as
+        before, so the memory is the same tensor there."""
         x = self.pos(self.src_embed(src))  # (B, S, D)
-        return self.encoder(x, src_mask, skip_padding=True)[0]  # (B, S, D)
+        skip = torch.is_grad_enabled()
+        return self.encoder(x, src_mask, skip_padding=skip)[0]  # (B, S, D)
 
     # The training loss may ask ``forward`` for the logits of the real target positions
     # alone (``seqlab.tasks.base.seq2seq_token_loss``; docs/perf-notes-training.md §36).
@@ -125,7 +128,8 @@ class TransformerSeq2Seq(nn.Module):
     ) -> Tensor:
         memory = self.encode(src, src_mask)  # (B, S, D)
         y = self.pos(self.tgt_embed(y_in))  # (B, T, D)
-        h = self.decoder(y, memory, tgt_mask, src_mask, skip_padding=True)[0]  # (B, T, D)
+        skip = torch.is_grad_enabled()  # as ``encode``: padding positions skipped in training
+        h = self.decoder(y, memory, tgt_mask, src_mask, skip_padding=skip)[0]  # (B, T, D)
         if rows is not None:
             return self.output(rows.pack(h))  # (N, V): the output layer on real rows only
         return self.output(h)  # (B, T, V)

@@ -59,9 +59,12 @@ class PaddedRows:
 
     @classmethod
     def of(cls, keep: Tensor | None) -> PaddedRows | None:
-        """The rows to pack, or None where packing does not pay: no mask, a batch without
-        padding, a tensor off the CPU, or inside ``padded_positions()``."""
+        """The rows to pack, or None where packing does not pay or cannot be: no mask, a
+        batch without padding, a tensor off the CPU, inside ``padded_positions()``, or
+        while torch.compile / torch.export / ONNX export trace (N is data-dependent)."""
         if keep is None or not _PACK_ROWS or keep.device.type != "cpu" or keep.dim() != 2:
+            return None
+        if torch.compiler.is_compiling() or torch.jit.is_tracing():
             return None
         rows = cls(keep)
         return rows if rows.n < keep.numel() else None
