@@ -39,6 +39,7 @@ from seqlab.nn.attention import scaled_dot
 from seqlab.nn.masks import masked_softmax
 
 if TYPE_CHECKING:
+    from seqlab.nn.row_packing import PaddedRows
     from seqlab.nn.tree_kv_cache import TreeKVCache
 
 # A single query row on CPU goes through the readable path's matmuls, not SDPA (see
@@ -183,6 +184,11 @@ class MultiHeadAttention(nn.Module):
         mask:    bool, True = keep, broadcastable to (B, H, T, S): (B, 1, T, S),
                  (B, 1, 1, S) or (T, S) (see ``seqlab.nn.masks.attention_mask``)
         returns: out (B, T, d_model); weights (B, H, T, S) when need_weights, else None
+
+    Padding-free (``rows``, a ``seqlab.nn.row_packing.PaddedRows`` of the query side): the
+    query (and, in self-attention, key and value) are the N real positions, (N, d_model);
+    the projections run on them, the heads are put back into (B, T) for the attention
+    itself, and out is (N, d_model) (docs/perf-notes-training.md §36).
     """
 
     def __init__(self, d_model: int, n_heads: int, dropout: float = 0.0, bias: bool = True):
@@ -228,7 +234,10 @@ class MultiHeadAttention(nn.Module):
             if isinstance(m, MultiHeadAttention):
                 m.reset_parameters()
 
-    def _split_heads(self, x: Tensor) -> Tensor:
+    def _split_heads(self, x: Tensor, rows: PaddedRows | None = None) -> Tensor:
+        """(B, L, d_model) -> (B, H, L, Dh); packed rows (N, d_model) are put back first."""
+        if rows is not None:
+            x = rows.unpack(x)  # (B, L, d_model), 0 at padding
         B, L, _ = x.shape
         x = x.view(B, L, self.n_heads, self.d_k)  # (B, L, H, Dh)
         return x.transpose(1, 2)  # (B, H, L, Dh)
@@ -240,32 +249,37 @@ class MultiHeadAttention(nn.Module):
         Shapes: key (B, S, d_model), value (B, S, d_model) -> KVCache (B, H, S, Dh).
         """
         if key is value and _stack_projections():
-            k, v = self._stacked(key, (self.W_k, self.W_v))  # (B, S, d_model) each
+            k, v = self._stacked(key, (self.W_k, self.W_v)).chunk(2, dim=-1)  # (B, S, d) each
             return KVCache(self._split_heads(k), self._split_heads(v))  # (B, H, S, Dh)
         k = self._split_heads(self.W_k(key))  # (B, H, S, Dh)
         v = self._split_heads(self.W_v(value))  # (B, H, S, Dh)
         return KVCache(k, v)
 
-    def project_qkv(self, x: Tensor) -> tuple[Tensor, KVCache]:
+    def project_qkv(self, x: Tensor, rows: PaddedRows | None = None) -> tuple[Tensor, KVCache]:
         """Self-attention's q = x W_q, k = x W_k, v = x W_v, split into heads: with grad on,
         one product by the stacked [W_q; W_k; W_v] (3d × d), the same three linear maps in
         one GEMM (a third of the launches; ``nn.MultiheadAttention`` stores its ``in_proj``
         so); without grad the three products (see ``_STACKED_PROJECTIONS``).
 
-        Shapes: x (B, T, d_model) -> q (B, H, T, Dh), KVCache (B, H, T, Dh).
+        Shapes: x (B, T, d_model), or (N, d_model) with ``rows`` -> q (B, H, T, Dh),
+                KVCache (B, H, T, Dh).
         """
         if not _stack_projections():  # no grad, or measuring: the three products
-            return self._split_heads(self.W_q(x)), self.project_kv(x, x)
-        q, k, v = self._stacked(x, (self.W_q, self.W_k, self.W_v))  # (B, T, d_model) each
-        return self._split_heads(q), KVCache(self._split_heads(k), self._split_heads(v))
+            q, k, v = (self._split_heads(W(x), rows) for W in (self.W_q, self.W_k, self.W_v))
+            return q, KVCache(k, v)  # (B, H, T, Dh) each
+        qkv = self._stacked(x, (self.W_q, self.W_k, self.W_v))  # (B, T, 3·d_model) or (N, ·)
+        if rows is not None:
+            qkv = rows.unpack(qkv)  # (B, T, 3·d_model): one put-back for the three
+        q, k, v = (self._split_heads(t) for t in qkv.chunk(3, dim=-1))  # (B, H, T, Dh) each
+        return q, KVCache(k, v)
 
     @staticmethod
-    def _stacked(x: Tensor, linears: tuple[nn.Linear, ...]) -> tuple[Tensor, ...]:
-        """x W_iᵀ + b_i for every linear, as one product by the stacked weights.
-        (B, L, d) -> n × (B, L, d), views of one (B, L, n·d)."""
+    def _stacked(x: Tensor, linears: tuple[nn.Linear, ...]) -> Tensor:
+        """[x W_1ᵀ + b_1, …, x W_nᵀ + b_n] as one product by the stacked weights.
+        (..., d) -> (..., n·d)."""
         W = torch.cat([lin.weight for lin in linears])  # (n·d, d)
         b = None if linears[0].bias is None else torch.cat([lin.bias for lin in linears])
-        return F.linear(x, W, b).chunk(len(linears), dim=-1)  # n × (B, L, d)
+        return F.linear(x, W, b)  # (..., n·d)
 
     def attend(
         self,
@@ -273,16 +287,18 @@ class MultiHeadAttention(nn.Module):
         kv: KVCache | TreeKVCache,
         mask: Tensor | None = None,
         need_weights: bool = False,
+        rows: PaddedRows | None = None,
     ) -> tuple[Tensor, Tensor | None]:
         """Attention of ``query`` over already projected keys/values.
 
         Shapes:
-            query:   (B, T, d_model)
+            query:   (B, T, d_model), or (N, d_model) with ``rows``
             kv:      KVCache (B, H, S, Dh)
             mask:    bool, True = keep, broadcastable to (B, H, T, S)
-            returns: out (B, T, d_model); α (B, H, T, S) or None
+            returns: out (B, T, d_model) (with rows: (N, d_model)); α (B, H, T, S) or None
         """
-        return self.attend_heads(self._split_heads(self.W_q(query)), kv, mask, need_weights)
+        q = self._split_heads(self.W_q(query), rows)  # (B, H, T, Dh)
+        return self.attend_heads(q, kv, mask, need_weights, rows)
 
     def attend_heads(
         self,
@@ -290,15 +306,19 @@ class MultiHeadAttention(nn.Module):
         kv: KVCache | TreeKVCache,
         mask: Tensor | None = None,
         need_weights: bool = False,
+        rows: PaddedRows | None = None,
     ) -> tuple[Tensor, Tensor | None]:
         """``attend`` for queries already projected and split into heads (``project_qkv``).
 
-        Shapes: q (B, H, T, Dh), kv, mask as ``attend`` -> out (B, T, d_model); α or None
+        Shapes: q (B, H, T, Dh), kv, mask as ``attend`` -> out (B, T, d_model), or
+                (N, d_model) with ``rows``: W_o on the real positions alone; α or None
         """
         B, _, T, _ = q.shape
         self._check_mask(mask, (B, self.n_heads, T, kv.length))
         p = self.dropout if self.training else 0.0
         if not isinstance(kv, KVCache):  # a TreeKVCache (seqlab.nn.tree_kv_cache)
+            if rows is not None:
+                raise ValueError("a TreeKVCache decodes step by step: no packed rows")
             if not need_weights:
                 return self.W_o(self._tree(q, kv, mask, p)), None  # (B, T, d_model)
             kv = kv.flat()  # (B, H, S, Dh) each row's own positions, for the weights
@@ -312,7 +332,9 @@ class MultiHeadAttention(nn.Module):
             alpha = None
             z = self._fused(q, kv, mask, p)  # (B, H, T, Dh)
         z = z.transpose(1, 2).reshape(B, T, self.d_model)  # (B, T, d_model)  Concat(heads)
-        return self.W_o(z), alpha  # (B, T, d_model)
+        if rows is not None:
+            z = rows.pack(z)  # (N, d_model): W_o on the real positions alone
+        return self.W_o(z), alpha  # (B, T, d_model) or (N, d_model)
 
     def forward(
         self,
@@ -321,11 +343,15 @@ class MultiHeadAttention(nn.Module):
         value: Tensor,
         mask: Tensor | None = None,
         need_weights: bool = False,
+        rows: PaddedRows | None = None,
     ) -> tuple[Tensor, Tensor | None]:
-        """MultiHead(Q, K, V) = Concat(head_1 … head_H) W_o; see the class docstring."""
+        """MultiHead(Q, K, V) = Concat(head_1 … head_H) W_o; see the class docstring.
+        ``rows`` (packed self-attention only): query is key is value, (N, d_model)."""
         if query is key and key is value:  # self-attention: one stacked projection
-            q, kv = self.project_qkv(query)  # (B, H, T, Dh), KVCache (B, H, T, Dh)
-            return self.attend_heads(q, kv, mask, need_weights)
+            q, kv = self.project_qkv(query, rows)  # (B, H, T, Dh), KVCache (B, H, T, Dh)
+            return self.attend_heads(q, kv, mask, need_weights, rows)
+        if rows is not None:
+            raise ValueError("packed rows are for self-attention (query is key is value)")
         return self.attend(query, self.project_kv(key, value), mask, need_weights)
 
     @staticmethod

@@ -46,10 +46,8 @@ class FeedForward(nn.Module):
     2016; BERT/GPT); dropout on the hidden activations (tensor2tensor's relu_dropout,
     also in ``torch.nn.TransformerEncoderLayer``) is not in the paper's equation.
 
-    Given ``rows`` (``seqlab.nn.row_packing.PaddedRows``), it runs on the real positions
-    alone and leaves 0 at the padding ones (docs/perf-notes-training.md §36).
-
-    Shapes:
+    Shapes (any leading shape: the stacks below pass (N, D), the real positions alone,
+    when they skip the padding):
         x:       (B, T, D)
         returns: (B, T, D)
     """
@@ -69,13 +67,7 @@ class FeedForward(nn.Module):
         self.W_2 = nn.Linear(d_ff, d_model)  # W_2, b_2
         self.dropout = Dropout(dropout)
 
-    def forward(self, x: Tensor, rows: PaddedRows | None = None) -> Tensor:
-        if rows is not None:
-            return rows.apply(self.positionwise, x)  # (B, T, D), 0 at padding
-        return self.positionwise(x)  # (B, T, D)
-
-    def positionwise(self, x: Tensor) -> Tensor:
-        """FFN(x) over any leading shape: (..., D) -> (..., D)."""
+    def forward(self, x: Tensor) -> Tensor:
         h = self.W_1(x)  # (..., d_ff)
         h = F.relu(h) if self.activation == "relu" else F.gelu(h)  # (..., d_ff)
         return self.W_2(self.dropout(h))  # (..., D)
@@ -125,7 +117,8 @@ class TransformerEncoderLayer(ResidualSublayers):
         x:       (B, S, D)
         mask:    bool, True = keep, broadcastable to (B, H, S, S), e.g. (B, 1, 1, S) from
                  ``attention_mask(src_mask)``
-        rows:    the real positions (``PaddedRows``) for the FFN, or None (every position)
+        rows:    ``PaddedRows``: x is the real positions alone, (N, D), and so is the output;
+                 attention puts them back into (B, S) for its core only
         returns: x (B, S, D); α (B, H, S, S) when need_weights, else None
     """
 
@@ -153,10 +146,10 @@ class TransformerEncoderLayer(ResidualSublayers):
         rows: PaddedRows | None = None,
     ) -> tuple[Tensor, Tensor | None]:
         h = self.sublayer_in(x, self.norm1)  # (B, S, D)
-        a, alpha = self.self_attn(h, h, h, mask, need_weights)  # (B, S, D), (B, H, S, S)
+        a, alpha = self.self_attn(h, h, h, mask, need_weights, rows)  # (B, S, D), (B, H, S, S)
         x = self.sublayer_out(x, a, self.norm1)  # (B, S, D)
         h = self.sublayer_in(x, self.norm2)  # (B, S, D)
-        x = self.sublayer_out(x, self.ffn(h, rows), self.norm2)  # (B, S, D)
+        x = self.sublayer_out(x, self.ffn(h), self.norm2)  # (B, S, D)
         return x, alpha
 
 
@@ -172,9 +165,9 @@ class TransformerEncoder(nn.Module):
     Shapes:
         x:        (B, S, D)
         src_mask: (B, S) bool, True = real token (None: no padding)
-        skip_padding: the FFNs run on the real positions alone (``PaddedRows``; a CPU
-                  batch with padding), for callers that never read the padding positions'
-                  outputs: those then differ from the padded computation's (perf-notes-
+        skip_padding: every layer but attention's core runs on the real positions alone
+                  (``PaddedRows``; a CPU batch with padding), for callers that never read
+                  the padding positions' outputs: those are then 0 (perf-notes-
                   training.md §36). The real positions' outputs are the same.
         returns:  x (B, S, D); a list of N α (B, H, S, S) when need_weights, else None
     """
@@ -207,13 +200,17 @@ class TransformerEncoder(nn.Module):
         skip_padding: bool = False,
     ) -> tuple[Tensor, list[Tensor] | None]:
         mask = attention_mask(src_mask)  # (B, 1, 1, S) or None
-        # skip_padding: the FFNs on real positions only (on a CPU; PaddedRows.of)
+        # skip_padding: the residual stream as the real positions only (CPU; PaddedRows.of)
         rows = PaddedRows.of(src_mask) if skip_padding else None
+        if rows is not None:
+            x = rows.pack(x)  # (N, D)
         weights: list[Tensor] = []
         for layer in self.layers:
-            x, alpha = layer(x, mask, need_weights, rows)  # (B, S, D), (B, H, S, S)
+            x, alpha = layer(x, mask, need_weights, rows)  # (B, S, D) or (N, D), (B, H, S, S)
             if alpha is not None:
                 weights.append(alpha)
         if self.norm is not None:
-            x = self.norm(x)  # (B, S, D)
+            x = self.norm(x)  # (B, S, D) or (N, D)
+        if rows is not None:
+            x = rows.unpack(x)  # (B, S, D), 0 at padding
         return x, (weights if need_weights else None)

@@ -239,28 +239,29 @@ class TransformerDecoderLayer(ResidualSublayers):
         rows: PaddedRows | None = None,
     ) -> tuple[Tensor, KVCache | TreeKVCache, LayerWeights | None]:
         """The three wrapped sublayers; ``past_kv`` holds earlier positions' self K/V;
-        ``rows``, the real positions for the FFN (``PaddedRows``; None: every position).
+        with ``rows`` (``PaddedRows``, teacher forcing), y is the real positions alone,
+        (N, D), and so is the output.
 
         Shapes: y (B, T, D), past_kv (B, H, t, Dh) or None -> y (B, T, D),
                 self K/V (B, H, t+T, Dh), weights or None.
         """
         h = self.sublayer_in(y, self.norm1)  # (B, T, D)
-        q, self_kv = self.self_attn.project_qkv(h)  # (B, H, T, Dh) each
+        q, self_kv = self.self_attn.project_qkv(h, rows)  # (B, H, T, Dh) each
         if isinstance(past_kv, TreeKVCache):
             self_kv = past_kv.append(self_kv)  # t+T positions, written in place
         elif past_kv is not None:
             self_kv = past_kv.cat(self_kv)  # (B, H, t+T, Dh)
         # a (B, T, D), α_self (B, H, T, t+T) or None
-        a, alpha_self = self.self_attn.attend_heads(q, self_kv, self_mask, need_weights)
+        a, alpha_self = self.self_attn.attend_heads(q, self_kv, self_mask, need_weights, rows)
         y = self.sublayer_out(y, a, self.norm1)  # (B, T, D)
 
         h = self.sublayer_in(y, self.norm2)  # (B, T, D)
         # c (B, T, D), α_cross (B, H, T, S) or None
-        c, alpha_cross = self.cross_attn.attend(h, cross_kv, memory_mask, need_weights)
+        c, alpha_cross = self.cross_attn.attend(h, cross_kv, memory_mask, need_weights, rows)
         y = self.sublayer_out(y, c, self.norm2)  # (B, T, D)
 
         h = self.sublayer_in(y, self.norm3)  # (B, T, D)
-        y = self.sublayer_out(y, self.ffn(h, rows), self.norm3)  # (B, T, D)
+        y = self.sublayer_out(y, self.ffn(h), self.norm3)  # (B, T, D)
         weights = (alpha_self, alpha_cross) if need_weights else None
         return y, self_kv, weights
 
@@ -281,8 +282,9 @@ class TransformerDecoder(nn.Module):
         memory:      (B, S, D), the encoder output
         tgt_mask:    (B, T) bool, True = real target token (None: no padding)
         memory_mask: (B, S) bool, True = real source token (None: no padding)
-        skip_padding: the FFNs on the real target positions alone (``PaddedRows``), as
-                     ``TransformerEncoder.forward``: real positions' outputs unchanged
+        skip_padding: all but attention's core on the real target positions alone
+                     (``PaddedRows``), as ``TransformerEncoder.forward``: real positions'
+                     outputs unchanged, 0 at padding
         returns:     y (B, T, D); per layer (α_self (B, H, T, T), α_cross (B, H, T, S))
                      when need_weights, else None
     """
@@ -319,15 +321,19 @@ class TransformerDecoder(nn.Module):
         T = y.size(1)
         self_mask = attention_mask(tgt_mask, causal_mask(T, T, y.device))  # (B, 1, T, T)
         cross_mask = attention_mask(memory_mask)  # (B, 1, 1, S) or None
-        # skip_padding: the FFNs on real positions only (TransformerEncoder.forward)
+        # skip_padding: the residual stream as the real positions only (CPU; PaddedRows.of)
         rows = PaddedRows.of(tgt_mask) if skip_padding else None
+        if rows is not None:
+            y = rows.pack(y)  # (N, D)
         weights: list[LayerWeights] = []
         for layer in self.layers:
             y, w = layer(y, memory, self_mask, cross_mask, need_weights, rows)  # (B, T, D)
             if w is not None:
                 weights.append(w)
         if self.norm is not None:
-            y = self.norm(y)  # (B, T, D)
+            y = self.norm(y)  # (B, T, D) or (N, D)
+        if rows is not None:
+            y = rows.unpack(y)  # (B, T, D), 0 at padding
         return y, (weights if need_weights else None)
 
     def init_state(

@@ -8,8 +8,10 @@ import torch
 import seqlab.models.bahdanau  # noqa: F401  (registers "bahdanau")
 import seqlab.models.transformer  # noqa: F401  (registers "transformer")
 from seqlab.data.collate import collate_seq2seq
+from seqlab.nn.masks import attention_mask
+from seqlab.nn.multihead import MultiHeadAttention
 from seqlab.nn.row_packing import PaddedRows, padded_positions
-from seqlab.nn.transformer import FeedForward, TransformerEncoder
+from seqlab.nn.transformer import TransformerEncoder
 from seqlab.nn.transformer_decoder import TransformerDecoder
 from seqlab.registry import MODELS
 from seqlab.tasks.algorithmic import AlgorithmicConfig, make_examples
@@ -51,19 +53,30 @@ def test_where_packing_applies():
     assert PaddedRows.of(keep) is not None
 
 
-def test_feed_forward_on_real_rows_equals_padded():
+@pytest.mark.parametrize("need_weights", [False, True])
+def test_self_attention_on_packed_rows_equals_padded(need_weights):
+    """Packed (N, d) queries, keys and values: projections on the real rows, attention on
+    the rows put back, W_o on the real rows again; the same values, weights and gradients."""
     torch.manual_seed(0)
-    ffn = FeedForward(D, D_FF).double()
+    mha = MultiHeadAttention(D, H).double()
     keep = mask_of([5, 2, 3], 5)
+    mask = attention_mask(keep)  # (B, 1, 1, T)
+    rows = PaddedRows(keep)
     x = torch.randn(3, 5, D, dtype=torch.float64, requires_grad=True)
-    out = ffn(x, PaddedRows(keep))
-    ref = ffn(x)
-    torch.testing.assert_close(out[keep], ref[keep], atol=1e-12, rtol=0)
-    assert (out[~keep] == 0).all()
-    g_out = torch.autograd.grad(out[keep].pow(2).sum(), [x, *ffn.parameters()])
-    g_ref = torch.autograd.grad(ref[keep].pow(2).sum(), [x, *ffn.parameters()])
-    for a, b in zip(g_out, g_ref):
-        torch.testing.assert_close(a, b, atol=1e-12, rtol=0)
+    xp = rows.pack(x)  # (N, D)
+    out, w = mha(xp, xp, xp, mask, need_weights, rows)  # (N, D)
+    ref, w_ref = mha(x, x, x, mask, need_weights)  # (B, T, D)
+    assert out.shape == (rows.n, D)
+    torch.testing.assert_close(out, ref[keep], atol=1e-12, rtol=0)
+    if need_weights:
+        q_keep = keep[:, None, :, None]  # (B, 1, T, 1): the real query rows
+        torch.testing.assert_close(w * q_keep, w_ref * q_keep, atol=1e-12, rtol=0)
+    g_out = torch.autograd.grad(out.pow(2).sum(), [x, *mha.parameters()])
+    g_ref = torch.autograd.grad(ref[keep].pow(2).sum(), [x, *mha.parameters()])
+    for a, c in zip(g_out, g_ref):
+        torch.testing.assert_close(a, c, atol=1e-12, rtol=0)
+    with pytest.raises(ValueError, match="self-attention"):
+        mha(xp, x, x, mask, False, rows)
 
 
 @pytest.mark.parametrize("norm_first", [False, True])
@@ -97,7 +110,7 @@ def test_stacks_pack_only_when_asked(monkeypatch):
     enc(x, src_mask)
     assert calls == []
     enc(x, src_mask, skip_padding=True)
-    assert calls == [(2, 4, D)]
+    assert calls == [(2, 4, D), (2, 4, D)]  # the stack's input, then attention's output
 
 
 def seq2seq_batch(n=6, seed=0):
