@@ -113,7 +113,10 @@ class TransformerClassifier(nn.Module):
             B = x.shape[0]
             e = torch.cat([self.cls.to(e.dtype).expand(B, 1, -1), e], dim=1)  # (B, T+1, D)
             mask = torch.cat([mask.new_ones(B, 1), mask], dim=1)  # (B, T+1)
-        h, _ = self.encoder(self.pos(e), mask)  # (B, T', D)
+        # Pooling reads real positions only, so training skips the padding (its FFNs,
+        # norms and projections run on the N real rows; docs/perf-notes-training.md §36).
+        skip = torch.is_grad_enabled()
+        h, _ = self.encoder(self.pos(e), mask, skip_padding=skip)  # (B, T', D)
         return h, mask
 
     def features(self, x: Tensor, mask: Tensor) -> Tensor:

@@ -7,6 +7,7 @@ import torch
 
 import seqlab.models.bahdanau  # noqa: F401  (registers "bahdanau")
 import seqlab.models.transformer  # noqa: F401  (registers "transformer")
+import seqlab.models.transformer_classifier  # noqa: F401  (registers "transformer_classifier")
 from seqlab.data.collate import collate_seq2seq
 from seqlab.nn.masks import attention_mask
 from seqlab.nn.multihead import MultiHeadAttention
@@ -167,3 +168,26 @@ def test_models_without_output_rows_take_the_padded_logits():
     with padded_positions():
         ref = seq2seq_token_loss(model, b, 0, 0.1)
     torch.testing.assert_close(out.loss_sum, ref.loss_sum, atol=0, rtol=0)
+
+
+@pytest.mark.parametrize("pool", ["mean", "cls"])
+def test_transformer_classifier_skipping_padding_equals_padded(pool):
+    """Mean and [CLS] pooling read real positions only: logits and gradients equal."""
+    entry = MODELS.get("transformer_classifier")
+    cfg = entry.config_cls(d_model=D, n_heads=H, d_ff=D_FF, n_layers=2, dropout=0.0, pool=pool)
+    torch.manual_seed(0)
+    model = entry.target(cfg, vocab=V, n_classes=3, pad_id=0).double()
+    mask = mask_of([7, 2, 5, 3], 7)
+    x = torch.randint(1, V, (4, 7)) * mask
+    params = list(model.parameters())
+    with padded_positions():
+        ref = model(x, mask)
+        g_ref = torch.autograd.grad(ref.pow(2).sum(), params, allow_unused=True)
+    out = model(x, mask)
+    g_out = torch.autograd.grad(out.pow(2).sum(), params, allow_unused=True)
+    torch.testing.assert_close(out, ref, atol=1e-12, rtol=0)
+    for a, c in zip(g_out, g_ref):
+        if a is None or c is None:
+            assert a is None and c is None
+            continue
+        torch.testing.assert_close(a, c, atol=1e-12, rtol=0)
