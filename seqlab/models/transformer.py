@@ -107,9 +107,9 @@ class TransformerSeq2Seq(nn.Module):
 
     def encode(self, src: Tensor, src_mask: Tensor) -> Tensor:
         """The memory. Its padding positions are never read (cross-attention masks them),
-        so in training the encoder's FFNs skip them (``skip_padding``, perf-notes-training.md
-        §36); without grad (decoding, evaluation, export) every position is computed, as
-        before, so the memory is the same tensor there."""
+        so in training the encoder skips them in all but attention's core (``skip_padding``,
+        perf-notes-training.md §36; they are 0 then); without grad (decoding, evaluation,
+        export) every position is computed, so the memory there is the padded one."""
         x = self.pos(self.src_embed(src))  # (B, S, D)
         skip = torch.is_grad_enabled()
         return self.encoder(x, src_mask, skip_padding=skip)[0]  # (B, S, D)
