@@ -1,24 +1,23 @@
-"""Padding-free position-wise layers: a layer run on the real positions of a padded batch.
+"""Padding-free position-wise layers: layers run on the real positions of a padded batch.
 
-A position-wise layer f (the Transformer's FFN, Vaswani et al. 2017 eq. 2; the output
-projection h W_outᵀ) maps each position on its own, f(X)_bt = f(x_bt). In a padded batch
-with keep-mask m (B, T), True at real tokens, a padding position's output is never read by
-a real one: attention masks padded keys, and the decoder pads on the right, after every
-real query's causal window. So
+A position-wise layer f (the Transformer's FFN, Vaswani et al. 2017 eq. 2; its layer norms,
+dropout and residual adds; the linear projections of attention; the output projection
+h W_outᵀ) maps each position on its own, f(X)_bt = f(x_bt). In a padded batch with
+keep-mask m (B, T), True at real tokens, a padding position's value is never read by a real
+one, since attention masks padded keys. So
 
     f(X)[m] = f(X[m])          N = Σ_bt m_bt rows instead of B·T
 
-and the padding rows may hold anything finite; ``PaddedRows.apply`` leaves them 0. On the
-peers' benchmark batches (64 pairs of 14–20 tokens) 14–16 % of the rows are padding, and
-the FFN and the output layer are two thirds of a Transformer step's matmul FLOPs
-(docs/perf-notes-training.md §36).
+and a Transformer stack can carry its residual stream as the N real rows, putting them back
+into (B, T) only for attention's core (``seqlab.nn.transformer``, ``MultiHeadAttention``'s
+``rows``). On the peers' benchmark batches (64 pairs of 14–20 tokens) 14–16 % of the rows
+are padding (docs/perf-notes-training.md §36).
 
 ``PaddedRows(m)`` packs with one ``index_select`` over the flattened positions and puts the
 rows back with one ``index_copy`` into zeros; both are differentiable (their backward is the
 other one). ``PaddedRows.of`` decides where packing pays: a CPU batch with padding. On a GPU
-a small step is bound by kernel launches, not FLOPs (perf-notes-gpu.md §35), and each
-packed layer adds three of them. ``padded_positions()`` turns packing off, for tests and
-measurements.
+a small step is bound by kernel launches, not FLOPs (perf-notes-gpu.md §35), and packing
+adds launches. ``padded_positions()`` turns packing off, for tests and measurements.
 
 Shapes: keep (B, T) bool; pack (B, T, *F) -> (N, *F); unpack (N, *F) -> (B, T, *F).
 """
@@ -26,7 +25,7 @@ Shapes: keep (B, T) bool; pack (B, T, *F) -> (N, *F); unpack (N, *F) -> (B, T, *
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 
 import torch
 from torch import Tensor
@@ -83,7 +82,3 @@ class PaddedRows:
             raise ValueError(f"expected {self.n} rows, got {rows.size(0)}")
         out = rows.new_zeros(B * T, *rows.shape[1:])  # (B·T, *F)
         return out.index_copy(0, self.index, rows).view(B, T, *rows.shape[1:])
-
-    def apply(self, f: Callable[[Tensor], Tensor], x: Tensor) -> Tensor:
-        """f on the real positions of x (B, T, *F) alone; 0 at the padding positions."""
-        return self.unpack(f(self.pack(x)))  # (B, T, *F')
