@@ -105,7 +105,9 @@ def seq2seq_token_loss(
     other batches, take the (B, T, V) logits; the loss is the same either way.
     """
     inner = getattr(model, "module", model)  # under DistributedDataParallel
-    rows = PaddedRows.of(batch.y_out != pad_id) if getattr(inner, "output_rows", False) else None
+    # The real target positions, as the decoder packs them (``collate_seq2seq``: tgt_mask is
+    # the same for y_in and y_out; a pad target inside it is still ignored by pad_id).
+    rows = PaddedRows.of(batch.tgt_mask) if getattr(inner, "output_rows", False) else None
     if rows is None:
         logits = model(batch.src, batch.src_mask, batch.y_in, batch.tgt_mask)  # (B, T, V)
         return token_cross_entropy(logits, batch.y_out, pad_id, label_smoothing)
