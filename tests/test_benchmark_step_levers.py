@@ -4,6 +4,7 @@ loss alone (--micro)."""
 
 from __future__ import annotations
 
+import pytest
 import torch
 
 import seqlab.tasks.base as base
@@ -34,8 +35,10 @@ def test_rows_variants_pack_and_do_not():
     assert step_levers.variant("before", "rows", lambda: PaddedRows.of(keep))() is None
 
 
-def test_tiny_paired_run():
-    out = step_levers.main(["--tiny", "--reps", "1", "--steps", "1", "--threads", "1"])
+@pytest.mark.parametrize("lever", ["loss", "rows"])
+def test_tiny_paired_run(lever):
+    argv = ["--lever", lever, "--tiny", "--reps", "1", "--steps", "1", "--threads", "1"]
+    out = step_levers.main(argv)
     assert set(out["ms"]) == {"before", "seqlab"} and out["speed"] > 0
 
 
