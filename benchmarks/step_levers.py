@@ -20,7 +20,9 @@ two variants on the same model and batches, back to back with the order rotating
 * ``seqlab`` — ``token_cross_entropy``'s fast path as shipped (``path="auto"``: the
   softmax-once function from 2¹⁹ logits on, so not for ``--tiny``).
 
-For ``--lever rows``: ``before`` runs inside ``padded_positions()``.
+For ``--lever rows``: ``before`` runs inside ``padded_positions()``; ``--pack-on-gpu`` lets
+the layers pack on CUDA too (``row_packing.PACK_DEVICES``), to measure it there.
+``--size base`` times the base config instead of the small one.
 
 Printed: ms per step of each (median) and the paired speed-up of seqlab over before
 (median over repetitions of before's time / seqlab's). ``--micro`` (loss only) times the
@@ -45,6 +47,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from benchmarks import peers_models as pm  # noqa: E402
 from benchmarks.paired_variants import round_robin, train_workload  # noqa: E402
+from seqlab.nn import row_packing  # noqa: E402
 from seqlab.nn.row_packing import padded_positions  # noqa: E402
 from seqlab.nn.smoothed_cross_entropy import (  # noqa: E402
     SmoothedCrossEntropy,
@@ -112,14 +115,22 @@ def main(argv: list[str] | None = None) -> dict:
     p.add_argument("--reps", type=int, default=9)
     p.add_argument("--threads", type=int, default=2)
     p.add_argument("--device", default="cpu", help="cpu, or cuda (synchronised rounds)")
+    p.add_argument("--size", choices=("small", "base"), default="small")
     p.add_argument("--tiny", action="store_true", help="tiny shapes (a smoke test)")
+    p.add_argument(
+        "--pack-on-gpu",
+        action="store_true",
+        help="--lever rows: let the padding-free layers pack on CUDA too (off by default)",
+    )
     p.add_argument("--micro", action="store_true", help="the loss alone (--lever loss)")
     args = p.parse_args(argv)
     if args.micro:
         torch.set_num_threads(args.threads)
         keep_freed_memory()  # as benchmarks/peers.py and the Trainer run
         return micro(args)
-    size = pm.TINY if args.tiny else pm.SMALL
+    size = pm.TINY if args.tiny else {"small": pm.SMALL, "base": pm.BASE}[args.size]
+    if args.pack_on_gpu:
+        row_packing.PACK_DEVICES.add("cuda")
     rep = train_workload(size, args.steps, args.precision, args.threads, args.device)
     runs = {v: variant(v, args.lever, rep) for v in ("before", "seqlab")}
     t0 = time.perf_counter()

@@ -47,3 +47,12 @@ def test_micro_times_both_losses():
     the CPU it times both variants of the loss alone."""
     ms = step_levers.main(["--micro", "--reps", "1", "--threads", "1"])
     assert set(ms) == {"before", "seqlab"} and min(ms.values()) > 0
+
+
+def test_pack_on_gpu_lets_cuda_pack(monkeypatch):
+    from seqlab.nn import row_packing
+
+    monkeypatch.setattr(row_packing, "PACK_DEVICES", {"cpu"})
+    argv = ["--lever", "rows", "--tiny", "--reps", "1", "--steps", "1", "--threads", "1"]
+    step_levers.main([*argv, "--pack-on-gpu"])
+    assert {"cpu", "cuda"} == row_packing.PACK_DEVICES

@@ -31,6 +31,8 @@ import torch
 from torch import Tensor
 
 _PACK_ROWS = True
+# Device types where packing pays (module doc); a benchmark may add "cuda" to measure it.
+PACK_DEVICES = {"cpu"}
 
 
 @contextlib.contextmanager
@@ -59,11 +61,12 @@ class PaddedRows:
     @classmethod
     def of(cls, keep: Tensor | None) -> PaddedRows | None:
         """The rows to pack, or None where packing does not pay or cannot be: no mask, a
-        batch without padding, a tensor off the CPU, inside ``padded_positions()``, or
-        while torch.compile / torch.export / ONNX export trace (N is data-dependent)."""
-        if keep is None or not _PACK_ROWS or keep.device.type != "cpu" or keep.dim() != 2:
+        batch without padding, a device not in ``PACK_DEVICES`` (the CPU), inside
+        ``padded_positions()``, or while torch.compile / torch.export / ONNX export trace
+        (N is data-dependent)."""
+        if keep is None or not _PACK_ROWS or keep.device.type not in PACK_DEVICES:
             return None
-        if torch.compiler.is_compiling() or torch.jit.is_tracing():
+        if keep.dim() != 2 or torch.compiler.is_compiling() or torch.jit.is_tracing():
             return None
         rows = cls(keep)
         return rows if rows.n < keep.numel() else None
