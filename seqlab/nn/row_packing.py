@@ -30,20 +30,20 @@ from collections.abc import Iterator
 import torch
 from torch import Tensor
 
-_PACK_ROWS = True
 # Device types where packing pays (module doc); a benchmark may add "cuda" to measure it.
 PACK_DEVICES = {"cpu"}
 
 
 @contextlib.contextmanager
 def padded_positions() -> Iterator[None]:
-    """Inside: position-wise layers run on every position, padding included."""
-    global _PACK_ROWS
-    saved, _PACK_ROWS = _PACK_ROWS, False
+    """Inside: position-wise layers run on every position, padding included (no device
+    packs)."""
+    global PACK_DEVICES
+    saved, PACK_DEVICES = PACK_DEVICES, set()
     try:
         yield
     finally:
-        _PACK_ROWS = saved
+        PACK_DEVICES = saved
 
 
 class PaddedRows:
@@ -64,7 +64,7 @@ class PaddedRows:
         batch without padding, a device not in ``PACK_DEVICES`` (the CPU), inside
         ``padded_positions()``, or while torch.compile / torch.export / ONNX export trace
         (N is data-dependent)."""
-        if keep is None or not _PACK_ROWS or keep.device.type not in PACK_DEVICES:
+        if keep is None or keep.device.type not in PACK_DEVICES:
             return None
         if keep.dim() != 2 or torch.compiler.is_compiling() or torch.jit.is_tracing():
             return None
