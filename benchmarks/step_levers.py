@@ -1,12 +1,14 @@
 """Levers of the training step, each against what it replaced (docs/perf-notes-training.md).
 
-    python benchmarks/step_levers.py [--lever loss|rows] [--precision bf16|fp32] [--reps 9]
+    python benchmarks/step_levers.py [--lever loss|rows|attention] [--precision bf16|fp32]
 
 ``--lever loss`` (§32): the training loss through ``seqlab.nn.smoothed_cross_entropy``
 against ``F.cross_entropy``. ``--lever rows`` (§36): the FFNs, the output layer and the
 loss on the real positions alone (``seqlab.nn.row_packing``) against every position
-(``padded_positions()``). (§33's dropout words were measured with a ``--lever dropout``
-that left with the change it measured, not adopted: commit history.)
+(``padded_positions()``). ``--lever attention`` (§37): on CPU the attention of a training
+step through the readable path's matmuls against SDPA's kernels (``always_sdpa()``).
+(§33's dropout words were measured with a ``--lever dropout`` that left with the change
+it measured, not adopted: commit history.)
 
 The training step of ``benchmarks/peers.py`` (seqlab's small config, 64 pairs of 14–20
 tokens, label smoothing 0.1, Adam; ``benchmarks/peers_train.py``'s ``seqlab_trainee``),
@@ -48,6 +50,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from benchmarks import peers_models as pm  # noqa: E402
 from benchmarks.paired_variants import round_robin, train_workload  # noqa: E402
 from seqlab.nn import row_packing  # noqa: E402
+from seqlab.nn.multihead import always_sdpa  # noqa: E402
 from seqlab.nn.row_packing import padded_positions  # noqa: E402
 from seqlab.nn.smoothed_cross_entropy import (  # noqa: E402
     SmoothedCrossEntropy,
@@ -59,6 +62,7 @@ from seqlab.train.precision import autocast_context  # noqa: E402
 REPLACED: dict[str, Callable[[], contextlib.AbstractContextManager]] = {
     "loss": lambda: mock.patch("seqlab.tasks.base.smoothed_cross_entropy", torch_cross_entropy),
     "rows": padded_positions,
+    "attention": always_sdpa,
 }
 
 

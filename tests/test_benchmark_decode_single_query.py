@@ -22,5 +22,5 @@ def test_sdpa_and_matmul_rows_and_fp32_same_one_best(capsys):
         ["beam 3", "fp32", "matmul"],
     ]
     assert all(r.split("|")[-2].strip() == "yes" for r in body)  # fp32: identical 1-best
-    assert multihead._SINGLE_QUERY_MATMUL is True  # always_sdpa() restored the default
+    assert multihead._CPU_MATMUL is True  # always_sdpa() restored the default
     assert "beam 3 fp32 rep 1" in capsys.readouterr().out

@@ -12,8 +12,9 @@ cross-attention its k, v by [W_k; W_v]: the same linear maps, a third of the lau
 
 Two paths compute the same function:
   * fast (``need_weights=False``): ``torch.nn.functional.scaled_dot_product_attention``,
-    except for a single query position on CPU (a decoder step), where the readable
-    path's matmuls are faster than SDPA's kernel (docs/perf-notes-decoding.md §13);
+    except on CPU for a single query position (a decoder step) and for training (grad
+    on), where the readable path's matmuls are faster than SDPA's kernels
+    (docs/perf-notes-decoding.md §13, docs/perf-notes-training.md §37);
   * readable (``need_weights=True``): ``scaled_dot`` from ``seqlab.nn.attention``,
     ``masked_softmax``, dropout, weighted sum; also returns the per-head weights.
 tests/nn/test_multihead.py proves they agree (values and gradients) and that both equal
@@ -36,26 +37,32 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from seqlab.nn.attention import scaled_dot
+from seqlab.nn.dropout import dropout
 from seqlab.nn.masks import masked_softmax
 
 if TYPE_CHECKING:
     from seqlab.nn.row_packing import PaddedRows
     from seqlab.nn.tree_kv_cache import TreeKVCache
 
-# A single query row on CPU goes through the readable path's matmuls, not SDPA (see
-# ``MultiHeadAttention._fused``); ``always_sdpa()`` turns that off, for benchmarks and tests.
-_SINGLE_QUERY_MATMUL = True
+# On CPU a single query row (a decoder step) and a training step's attention go through
+# the readable path's matmuls, not SDPA (``MultiHeadAttention._kernel``);
+# ``always_sdpa()`` turns both off, for benchmarks and tests.
+_CPU_MATMUL = True
+
+# With grad on and no dropout, SDPA's CPU kernel (flash) keeps no (T, S) matrix: past this
+# many keys it stays, for its memory; below, its backward is the slower one (§37).
+MATMUL_MAX_KEYS = 128
 
 
 @contextlib.contextmanager
 def always_sdpa() -> Iterator[None]:
-    """Inside: every fast-path call uses SDPA, single query rows on CPU included."""
-    global _SINGLE_QUERY_MATMUL
-    saved, _SINGLE_QUERY_MATMUL = _SINGLE_QUERY_MATMUL, False
+    """Inside: every fast-path call uses SDPA, on CPU too (decoder steps, training)."""
+    global _CPU_MATMUL
+    saved, _CPU_MATMUL = _CPU_MATMUL, False
     try:
         yield
     finally:
-        _SINGLE_QUERY_MATMUL = saved
+        _CPU_MATMUL = saved
 
 
 # When training, self-attention projects q, k, v with one product by the stacked
@@ -401,8 +408,10 @@ class MultiHeadAttention(nn.Module):
 
     @staticmethod
     def _kernel(q: Tensor, kv: KVCache, mask: Tensor | None, p: float, step: bool) -> Tensor:
-        """The attention of ``_fused`` on an unshared cache: a decoder step (``step``) on
-        CPU without dropout takes ``_single_query``'s matmuls, everything else SDPA.
+        """The attention of ``_fused`` on an unshared cache. On CPU a decoder step
+        (``step``) without dropout takes ``_single_query``'s matmuls, and a training step
+        (grad on) ``_matmul``'s, with dropout, or without it up to ``MATMUL_MAX_KEYS``
+        keys; everything else SDPA.
 
         SDPA's bool mask uses the same convention (True = take part). A query row that
         keeps no key is NaN on some SDPA backends, so such rows are un-masked for the
@@ -412,14 +421,34 @@ class MultiHeadAttention(nn.Module):
         Shapes: q (B, H, T, Dh), kv (B, H, S, Dh), mask broadcastable to (B, H, T, S)
                 -> (B, H, T, Dh)
         """
-        if step and p == 0.0 and q.device.type == "cpu" and _SINGLE_QUERY_MATMUL:
-            return MultiHeadAttention._single_query(q, kv, mask)  # (B, H, T, Dh)
+        if q.device.type == "cpu" and _CPU_MATMUL:
+            if step and p == 0.0:
+                return MultiHeadAttention._single_query(q, kv, mask)  # (B, H, T, Dh)
+            if torch.is_grad_enabled() and (p > 0.0 or kv.length <= MATMUL_MAX_KEYS):
+                return MultiHeadAttention._matmul(q, kv, mask, p)  # (B, H, T, Dh)
         if mask is None:
             return F.scaled_dot_product_attention(q, kv.k, kv.v, dropout_p=p)  # (B, H, T, Dh)
         row_keep = mask.any(dim=-1, keepdim=True)  # (..., T, 1)  rows that see some key
         attn_mask = mask | ~row_keep  # (..., T, S)
         z = F.scaled_dot_product_attention(q, kv.k, kv.v, attn_mask=attn_mask, dropout_p=p)
         return z * row_keep  # (B, H, T, Dh)
+
+    @staticmethod
+    def _matmul(q: Tensor, kv: KVCache, mask: Tensor | None, p: float) -> Tensor:
+        """z = dropout(α) v with α = ``_readable``'s softmax(q kᵀ / √d_k): the readable
+        path's own operations, with ``seqlab.nn.dropout``'s mask, for training on CPU.
+
+        As the readable path runs them, under bf16 autocast the two matmuls are bf16 and
+        the softmax float32 (``masked_softmax``). SDPA's CPU kernels are slower here
+        (docs/perf-notes-training.md §37): with dropout it falls back to its math path,
+        which upcasts q, k, v to float32 and draws one float per weight for the mask;
+        without dropout its flash kernel's backward took 2–5x the matmuls' at T ≤ 128.
+
+        Shapes: q (B, H, T, Dh), kv (B, H, S, Dh), mask broadcastable to (B, H, T, S)
+                -> (B, H, T, Dh)
+        """
+        alpha = MultiHeadAttention._readable(q, kv, mask)  # (B, H, T, S)
+        return dropout(alpha, p) @ kv.v  # (B, H, T, Dh)
 
     @staticmethod
     def _single_query(q: Tensor, kv: KVCache, mask: Tensor | None) -> Tensor:
