@@ -1,5 +1,6 @@
 """Tests for seqlab.nn.multihead: MultiHeadAttention (fast and readable paths) and KVCache."""
 
+import contextlib
 import math
 
 import pytest
@@ -122,10 +123,11 @@ def test_equals_torch_self_attention_no_bias():
 # --- fast path == readable path (values and gradients), fully masked rows ----------------
 
 
+@pytest.mark.parametrize("kernel", ["cpu-matmul", "sdpa"])  # with grad on, §37
 @pytest.mark.parametrize(
     ("dtype", "tol"), [(torch.float64, F64), (torch.float32, dict(atol=1e-5, rtol=0))]
 )
-def test_fast_equals_readable_with_fully_masked_rows(dtype, tol):
+def test_fast_equals_readable_with_fully_masked_rows(dtype, tol, kernel):
     B, T, S, D, H = 3, 4, 5, 8, 2
     mha = MultiHeadAttention(D, H).to(dtype)
     pad = padding_mask(torch.tensor([5, 2, 0]), max_len=S)  # batch row 2: no key at all
@@ -137,7 +139,8 @@ def test_fast_equals_readable_with_fully_masked_rows(dtype, tol):
     for need_weights in (False, True):
         mha.zero_grad()
         q, k, v = (x.detach().clone().requires_grad_() for x in inputs)
-        out, _ = mha(q, k, v, mask=mask, need_weights=need_weights)
+        with always_sdpa() if kernel == "sdpa" else contextlib.nullcontext():
+            out, _ = mha(q, k, v, mask=mask, need_weights=need_weights)
         out.square().sum().backward()
         outs.append(out)
         grads.append([q.grad, k.grad, v.grad, *[p.grad.clone() for p in mha.parameters()]])
@@ -213,7 +216,8 @@ def test_single_query_path_is_not_taken_in_training_with_dropout():
     assert len(outs) > 1  # dropout on the weights is applied (SDPA's dropout_p)
 
 
-def test_dropout_eval_equal_and_train_unbiased():
+@pytest.mark.parametrize("kernel", ["cpu-matmul", "sdpa"])  # training's kernels, §37
+def test_dropout_eval_equal_and_train_unbiased(kernel):
     torch.manual_seed(1)
     mha = MultiHeadAttention(8, 2, dropout=0.3)
     q = torch.randn(1, 3, 8)
@@ -232,7 +236,8 @@ def test_dropout_eval_equal_and_train_unbiased():
         N = 4000
         qN, kvN = q.expand(N, 3, 8), kv_in.expand(N, 5, 8)
         for need_weights in (False, True):
-            out, _ = mha(qN, kvN, kvN, mask, need_weights=need_weights)
+            with always_sdpa() if kernel == "sdpa" else torch.enable_grad():
+                out, _ = mha(qN, kvN, kvN, mask, need_weights=need_weights)
             assert (out - fast).abs().max() > 0.1  # dropout is really applied
             torch.testing.assert_close(out.mean(0, keepdim=True), fast, atol=0.04, rtol=0)
 
