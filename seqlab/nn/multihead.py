@@ -262,22 +262,6 @@ class MultiHeadAttention(nn.Module):
         v = self._split_heads(self.W_v(value))  # (B, H, S, Dh)
         return KVCache(k, v)
 
-    def project_memory_kv(self, memory: Tensor) -> KVCache:
-        """k, v of a decoder's static memory (cross-attention), for decoding step by step.
-
-        On CPU a decoder step attends in float32 at least (``_single_query``), so the keys
-        and values are cast to that dtype here, once per decode, instead of at every step
-        of every layer (bf16 → float32 is exact: the same values; docs/perf-notes-decoding.md
-        §38). Elsewhere, or inside ``always_sdpa()``, as ``project_kv``.
-
-        Shapes: memory (B, S, d_model) -> KVCache (B, H, S, Dh)
-        """
-        kv = self.project_kv(memory, memory)  # (B, H, S, Dh)
-        if memory.device.type != "cpu" or not _CPU_MATMUL:
-            return kv
-        dtype = torch.promote_types(kv.k.dtype, torch.float32)
-        return KVCache(kv.k.to(dtype), kv.v.to(dtype))
-
     def project_qkv(self, x: Tensor, rows: PaddedRows | None = None) -> tuple[Tensor, KVCache]:
         """Self-attention's q = x W_q, k = x W_k, v = x W_v, split into heads: with grad on,
         one product by the stacked [W_q; W_k; W_v] (3d × d), the same three linear maps in

@@ -204,7 +204,7 @@ class TransformerDecoderLayer(ResidualSublayers):
         if cache not in ("auto", "tree", "concat"):
             raise ValueError(f"cache must be 'auto', 'tree' or 'concat', got {cache!r}")
         own = TreeKVCache.empty(empty) if cache == "tree" else KVCache(empty, empty)
-        return DecoderLayerState(own, self.cross_attn.project_memory_kv(memory))
+        return DecoderLayerState(own, self.cross_attn.project_kv(memory, memory))
 
     def step(
         self,
