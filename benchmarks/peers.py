@@ -62,6 +62,9 @@ from seqlab.train.precision import read_cpu_flags  # noqa: E402
 SECTIONS = ("train", "decode", "rnn")
 
 
+ISSUE_BATCH = 64  # issue 11's training shape: 64 pairs of 14–20 tokens
+
+
 @dataclass(frozen=True)
 class Plan:
     """What to measure and how often (``--quick`` and ``--tiny`` shrink it)."""
@@ -70,7 +73,7 @@ class Plan:
     precisions: tuple[str, ...] = ("fp32", "bf16")
     impls: tuple[str, ...] = ptrain.IMPLEMENTATIONS
     sections: tuple[str, ...] = SECTIONS
-    batch: int = 64
+    batch: int = ISSUE_BATCH
     train_steps: dict[str, int] | None = None  # batches per repetition, per size name
     train_reps: dict[str, int] | None = None
     beams: tuple[int, ...] = (5, 1)
@@ -336,8 +339,7 @@ def run(plan: Plan, log: Callable[[str], None] = print) -> dict[str, Any]:
         record["checks"] = checks
     if "rnn" in plan.sections:
         record["rows"] += measure_rnn(plan, peak, log)
-    tiny = any(s.name == "tiny" for s in plan.sizes)  # issue 11's targets are for real sizes
-    record["ratios"] = report.ratios(record["rows"], with_targets=not tiny)
+    record["ratios"] = report.ratios(record["rows"], with_targets=issue_shapes(plan))
     record["versions"] = versions()
     sizes = ", ".join(f"{s.name} {plan.reps(s)} reps × {plan.steps(s)} steps" for s in plan.sizes)
     said = {
@@ -347,6 +349,11 @@ def run(plan: Plan, log: Callable[[str], None] = print) -> dict[str, Any]:
     }
     record["settings"] = "; ".join(said[k] for k in SECTIONS if k in plan.sections)
     return record
+
+
+def issue_shapes(plan: Plan) -> bool:
+    """Whether issue 11's targets apply: real sizes (not ``--tiny``) and its 64 pairs."""
+    return plan.batch == ISSUE_BATCH and not any(s.name == "tiny" for s in plan.sizes)
 
 
 def parse_args(argv: list[str]) -> tuple[argparse.Namespace, Plan]:
@@ -360,6 +367,12 @@ def parse_args(argv: list[str]) -> tuple[argparse.Namespace, Plan]:
     p.add_argument("--threads", type=int, help="torch.set_num_threads (default: torch's)")
     p.add_argument("--train-reps", type=int, help="timed training repetitions (every size)")
     p.add_argument("--train-steps", type=int, help="training steps per repetition (every size)")
+    p.add_argument(
+        "--batch",
+        type=int,
+        help="sentence pairs per training step, the same for every implementation (default "
+        f"{ISSUE_BATCH}, issue 11's; another size prints no targets: perf-notes.md lever 8)",
+    )
     p.add_argument(
         "--device",
         default="cpu",
@@ -415,6 +428,10 @@ def parse_args(argv: list[str]) -> tuple[argparse.Namespace, Plan]:
             if value < 1:
                 p.error(f"--{name.replace('_', '-')} must be at least 1, got {value}")
             changes[name] = {size.name: value for size in (pm.TINY, pm.SMALL, pm.BASE)}
+    if args.batch is not None:
+        if args.batch < 1:
+            p.error(f"--batch must be at least 1, got {args.batch}")
+        changes["batch"] = args.batch
     if args.compiled_decode:
         changes["compiled_decode"] = True
     if kind == "cuda":  # a GPU's peak needs large products (2048² is launch-bound there),

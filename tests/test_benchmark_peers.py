@@ -304,3 +304,14 @@ def test_training_reps_and_steps_from_the_command_line(monkeypatch):
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
     _, plan = peers.parse_args(["--device", "cuda", "--train-steps", "5"])
     assert plan.steps(pm.SMALL) == 5 and plan.peak_n == 8192  # the option wins on a GPU too
+
+
+def test_batch_from_the_command_line_and_targets_only_at_the_issues_shape():
+    _, plan = peers.parse_args([])
+    assert plan.batch == peers.ISSUE_BATCH == 64 and peers.issue_shapes(plan)
+    _, plan = peers.parse_args(["--batch", "128"])
+    assert plan.batch == 128 and not peers.issue_shapes(plan)  # lever 8: no targets there
+    _, plan = peers.parse_args(["--tiny"])
+    assert not peers.issue_shapes(plan)
+    with pytest.raises(SystemExit):
+        peers.parse_args(["--batch", "0"])
