@@ -442,7 +442,8 @@ class MultiHeadAttention(nn.Module):
         the softmax float32 (``masked_softmax``). SDPA's CPU kernels are slower here
         (docs/perf-notes-training.md §37): with dropout it falls back to its math path,
         which upcasts q, k, v to float32 and draws one float per weight for the mask;
-        without dropout its flash kernel's backward took 2–5x the matmuls' at T ≤ 128.
+        without dropout its flash kernel took 2–5x the matmuls' time in bf16 at T ≤ 128
+        (forward + backward; about even in float32).
 
         Shapes: q (B, H, T, Dh), kv (B, H, S, Dh), mask broadcastable to (B, H, T, S)
                 -> (B, H, T, Dh)
