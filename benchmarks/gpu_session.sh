@@ -15,7 +15,8 @@
 #            section, seqlab vs nn.Transformer vs HF Marian, fp32 and bf16);
 #   compiled peers.py's decode section with seqlab's compiled step (--compiled-decode), bf16;
 #   amx      on the host CPU where it has AMX: benchmarks/peers.py --quick --threads 2 pinned
-#            to two cores (issue 11's CPU targets on an AMX machine like PEERS.md's), amx.log;
+#            to two cores (issue 11's CPU targets on an AMX machine like PEERS.md's), then
+#            step_levers.py --lever attention (perf-notes-training.md §37), amx.log;
 #   ptb      issue 5's PTB "longer run": the 2 x 650 tied LSTM (configs/ptb-lstm-large.yaml)
 #            for PTB_MINUTES on the GPU, the cosine fitted to that budget, fp32.
 # Default STEPS="tests packing stacked loss profile peers compiled" (the PTB run was done 2026-11-26);
@@ -82,6 +83,8 @@ for s in $STEPS; do
       if grep -q amx_bf16 /proc/cpuinfo; then
         TAIL=40 step amx 200 "$OUT/amx.log" taskset -c 0,1 $PY benchmarks/peers.py --quick \
           --threads 2 --out /tmp/amx.md --json /tmp/amx.json
+        TAIL=6 step "amx attention" 120 "$OUT/amx.log" taskset -c 0,1 $PY \
+          benchmarks/step_levers.py --lever attention --threads 2 --reps 9
         { lscpu | grep "Model name"; grep -o -E "amx[a-z_0-9]*|avx512_bf16" /proc/cpuinfo | sort -u; } \
           >>"$OUT/amx.log"
       else
