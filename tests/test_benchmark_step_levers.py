@@ -35,7 +35,7 @@ def test_rows_variants_pack_and_do_not():
     assert step_levers.variant("before", "rows", lambda: PaddedRows.of(keep))() is None
 
 
-@pytest.mark.parametrize("lever", ["loss", "rows"])
+@pytest.mark.parametrize("lever", ["loss", "rows", "attention"])
 def test_tiny_paired_run(lever):
     argv = ["--lever", lever, "--tiny", "--reps", "1", "--steps", "1", "--threads", "1"]
     out = step_levers.main(argv)

@@ -332,9 +332,7 @@ class MultiHeadAttention(nn.Module):
         if kv.group > 1 and (need_weights or T != 1):
             kv = kv.expanded()  # a decoder step's fast path reads a shared cache as it is
         if need_weights:
-            alpha = self._readable(q, kv, mask)  # (B, H, T, S)
-            alpha_drop = F.dropout(alpha, p=p) if p > 0 else alpha  # (B, H, T, S)
-            z = alpha_drop @ kv.v  # (B, H, T, Dh)
+            z, alpha = self._matmul(q, kv, mask, p)  # (B, H, T, Dh), (B, H, T, S)
         else:
             alpha = None
             z = self._fused(q, kv, mask, p)  # (B, H, T, Dh)
@@ -425,7 +423,7 @@ class MultiHeadAttention(nn.Module):
             if step and p == 0.0:
                 return MultiHeadAttention._single_query(q, kv, mask)  # (B, H, T, Dh)
             if torch.is_grad_enabled() and (p > 0.0 or kv.length <= MATMUL_MAX_KEYS):
-                return MultiHeadAttention._matmul(q, kv, mask, p)  # (B, H, T, Dh)
+                return MultiHeadAttention._matmul(q, kv, mask, p)[0]  # (B, H, T, Dh)
         if mask is None:
             return F.scaled_dot_product_attention(q, kv.k, kv.v, dropout_p=p)  # (B, H, T, Dh)
         row_keep = mask.any(dim=-1, keepdim=True)  # (..., T, 1)  rows that see some key
@@ -434,9 +432,10 @@ class MultiHeadAttention(nn.Module):
         return z * row_keep  # (B, H, T, Dh)
 
     @staticmethod
-    def _matmul(q: Tensor, kv: KVCache, mask: Tensor | None, p: float) -> Tensor:
-        """z = dropout(α) v with α = ``_readable``'s softmax(q kᵀ / √d_k): the readable
-        path's own operations, with ``seqlab.nn.dropout``'s mask, for training on CPU.
+    def _matmul(q: Tensor, kv: KVCache, mask: Tensor | None, p: float) -> tuple[Tensor, Tensor]:
+        """z = dropout(α) v and α = ``_readable``'s softmax(q kᵀ / √d_k) (before dropout,
+        ``seqlab.nn.dropout``'s mask): the readable path (``need_weights``), and the fast
+        path for training on CPU.
 
         As the readable path runs them, under bf16 autocast the two matmuls are bf16 and
         the softmax float32 (``masked_softmax``). SDPA's CPU kernels are slower here
@@ -446,10 +445,10 @@ class MultiHeadAttention(nn.Module):
         (forward + backward; about even in float32).
 
         Shapes: q (B, H, T, Dh), kv (B, H, S, Dh), mask broadcastable to (B, H, T, S)
-                -> (B, H, T, Dh)
+                -> z (B, H, T, Dh), α (B, H, T, S)
         """
         alpha = MultiHeadAttention._readable(q, kv, mask)  # (B, H, T, S)
-        return dropout(alpha, p) @ kv.v  # (B, H, T, Dh)
+        return dropout(alpha, p) @ kv.v, alpha  # (B, H, T, Dh), (B, H, T, S)
 
     @staticmethod
     def _single_query(q: Tensor, kv: KVCache, mask: Tensor | None) -> Tensor:

@@ -40,7 +40,7 @@ def _mask(B, T, S):
 def _value_and_grads(q, k, v, mask, p, sdpa):
     q, k, v = (x.detach().clone().requires_grad_() for x in (q, k, v))
     g = torch.Generator().manual_seed(9)
-    with always_sdpa() if sdpa else torch.enable_grad():
+    with always_sdpa() if sdpa else contextlib.nullcontext():
         z = MultiHeadAttention._kernel(q, KVCache(k, v), mask, p, step=False)
     z.backward(torch.randn(z.shape, dtype=torch.float64, generator=g).to(z.dtype))
     return z.detach(), q.grad, k.grad, v.grad
