@@ -23,8 +23,8 @@ from benchmarks import peers_decode as pdec
 from benchmarks import peers_models as pm
 from benchmarks import peers_train as ptrain
 from benchmarks.peers_timing import synchronize
+from seqlab.decode.precision import decoding_context
 from seqlab.train.allocator import keep_freed_memory
-from seqlab.train.precision import autocast_context
 
 
 def decode_workload(
@@ -57,10 +57,11 @@ def train_workload(
 
 
 def one_best(model: nn.Module, batches, beam: int, n_new: int, impl: str, precision: str) -> list:
-    """The 1-best tokens of every batch with ``pdec.DECODERS[impl]``, under autocast on the
-    batches' device.  -> [(B, n_new)]."""
+    """The 1-best tokens of every batch with ``pdec.DECODERS[impl]``, decoding in
+    ``precision`` (``seqlab.decode.precision``: autocast, or int8) on the batches' device.
+    -> [(B, n_new)]."""
     device = batches[0][0].device
-    with torch.no_grad(), autocast_context(precision, device):  # type: ignore[arg-type]
+    with torch.no_grad(), decoding_context(precision, device):
         return [pdec.DECODERS[impl](model, s, m, beam, n_new) for s, m in batches]
 
 

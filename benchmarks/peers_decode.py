@@ -8,7 +8,7 @@ every implementation does the same number of steps on the same number of hypothe
 * ``seqlab``: ``model.encode`` → ``model.init_state`` (per-layer K/V cache, cross-attention
   K/V projected once) → ``seqlab.decode.greedy`` / ``beam_search`` (GNMT α = 0.6 as the
   preset; with a fixed length it changes no work), as ``seqlab.tasks.translation_eval``
-  decodes, under seqlab's ``autocast_context``.
+  decodes, under seqlab's ``decoding_context`` (autocast; int8 for seqlab alone).
 * ``hf``: ``MarianMTModel.generate(num_beams=K, do_sample=False, use_cache=True)``.
 
 :func:`check_cached_batched` proves the fast path computes what the slow one does: the
@@ -31,8 +31,8 @@ from seqlab.data.collate import pad_batch
 from seqlab.data.vocab import BOS_ID, EOS_ID, PAD_ID
 from seqlab.decode import beam_search, greedy
 from seqlab.decode.compiled import compiled_decoder
+from seqlab.decode.precision import decoding_context
 from seqlab.nn.masks import padding_mask
-from seqlab.train.precision import autocast_context
 
 ALPHA = 0.6  # the preset's length_penalty
 
@@ -133,7 +133,7 @@ def decode_rep(
 
     def run() -> int:
         cast = (
-            autocast_context(precision, device)  # type: ignore[arg-type]
+            decoding_context(precision, device)  # autocast, or int8 (seqlab only)
             if autocast_of == "seqlab"
             else peer_autocast(precision, device)
         )

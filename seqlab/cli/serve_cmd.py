@@ -65,9 +65,10 @@ def _cmd_serve(args: argparse.Namespace) -> int:
         raise SeqlabError(
             f"serve needs fastapi and uvicorn ({exc}): pip install 'seqlab[serve]'"
         ) from None
-    from seqlab.train.precision import resolve_precision
+    from seqlab.decode.precision import refuse_compiled_int8, resolve_decode_precision
 
-    precision = resolve_precision(args.precision, args.device)  # a clear error if it cannot
+    precision = resolve_decode_precision(args.precision, args.device)  # a clear error if not
+    refuse_compiled_int8(precision, args.compile)
     data_dir = Path(args.data_dir) if args.data_dir else None
     loaded = api.load(args.path, data_dir=data_dir, device=args.device)
     if args.compile:
@@ -111,10 +112,11 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--device", default="cpu")
     p.add_argument(
         "--precision",
-        choices=["fp32", "bf16", "fp16", "auto"],
+        choices=["fp32", "bf16", "fp16", "int8", "auto"],
         default="fp32",
-        help="decode in fp32 (default: the weights' dtype) or under bf16/fp16 autocast; "
-        "auto: bf16 on a CPU with avx512_bf16/amx_bf16 or a GPU that has it, else fp32",
+        help="decode in fp32 (default: the weights' dtype), under bf16/fp16 autocast, or "
+        "with int8 linear layers (CPU); auto: bf16 on a CPU with avx512_bf16/amx_bf16 or "
+        "a GPU that has it, else fp32 (docs/decoding.md)",
     )
     p.add_argument(
         "--compile",

@@ -21,6 +21,7 @@ from typing import Any
 
 from seqlab.cli.translate_cmd import (
     add_search_arguments,
+    decoding_precision,
     search_overrides,
     use_compiled_decoding,
 )
@@ -88,9 +89,11 @@ def format_table(rows: list[tuple[str, Any]]) -> str:
 def _cmd_evaluate(args: argparse.Namespace) -> int:
     from seqlab import api
 
+    precision = decoding_precision(args)  # refused before the checkpoint is loaded
     loaded = api.load(args.path, data_dir=_data_dir(args), device=args.device)
     if args.src or args.ref:
-        return _evaluate_files(loaded, args)
+        with precision:
+            return _evaluate_files(loaded, args)
     splits = getattr(loaded.task, "splits", None)
     if isinstance(splits, dict) and args.split not in splits:
         raise SeqlabError(
@@ -98,14 +101,19 @@ def _cmd_evaluate(args: argparse.Namespace) -> int:
         )
     if getattr(args, "compile", False):
         use_compiled_decoding(loaded)
-    metrics = loaded.evaluate(args.split)
+    with precision:
+        metrics = loaded.evaluate(args.split)
     signatures = dict(getattr(metrics, "signatures", None) or {})
     record = {"checkpoint": str(loaded.checkpoint), "step": loaded.step, "split": args.split}
+    record["precision"] = args.precision  # of the decoding (--precision)
     record |= {k: float(v) for k, v in metrics.items()}
     if signatures:
         record["signatures"] = signatures
     if not args.json:  # --json: the JSON object alone, so that it can be piped
-        print(f"checkpoint {loaded.checkpoint} (step {loaded.step}), split {args.split}")
+        print(
+            f"checkpoint {loaded.checkpoint} (step {loaded.step}), split {args.split}, "
+            f"decoded in {args.precision}"
+        )
         print(format_table([(k, float(v)) for k, v in metrics.items()]))
         for name, sig in signatures.items():
             print(f"{name} signature: {sig}")

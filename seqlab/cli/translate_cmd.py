@@ -95,6 +95,7 @@ def _cmd_translate(args: argparse.Namespace, stdin: TextIO | None = None) -> int
         raise SeqlabError(
             f"need 1 <= --nbest <= --beam, got --nbest {args.nbest} --beam {args.beam}"
         )
+    precision = decoding_precision(args)  # refused before the checkpoint is loaded
     data_dir = Path(args.data_dir) if args.data_dir else None
     loaded = api.load(args.path, data_dir=data_dir, device=args.device)
     translate = getattr(loaded.task, "translate_detailed", None)
@@ -105,29 +106,30 @@ def _cmd_translate(args: argparse.Namespace, stdin: TextIO | None = None) -> int
         )
     out = sys.stdout
     offset = 0
-    for chunk in _chunks(args, stdin if stdin is not None else sys.stdin):
-        results = translate(
-            loaded.model,
-            chunk,
-            beam=args.beam,
-            nbest=args.nbest,
-            return_attention=args.json or bool(args.plot),
-            **search_overrides(args),
-        )
-        if args.plot:
+    with precision:  # entered once: int8_decoding() is a one-shot context
+        for chunk in _chunks(args, stdin if stdin is not None else sys.stdin):
+            results = translate(
+                loaded.model,
+                chunk,
+                beam=args.beam,
+                nbest=args.nbest,
+                return_attention=args.json or bool(args.plot),
+                **search_overrides(args),
+            )
+            if args.plot:
+                for i, t in enumerate(results):
+                    for path in plot_translation(t, Path(args.plot), offset + i):
+                        print(f"attention heatmap: {path}", file=sys.stderr)
             for i, t in enumerate(results):
-                for path in plot_translation(t, Path(args.plot), offset + i):
-                    print(f"attention heatmap: {path}", file=sys.stderr)
-        for i, t in enumerate(results):
-            if args.json:
-                out.write(json.dumps(translation_record(t), ensure_ascii=False) + "\n")
-            elif args.nbest == 1:
-                out.write(t.text + "\n")
-            else:
-                for h in t.hypotheses:
-                    out.write(f"{offset + i}\t{h.score:.4f}\t{h.text}\n")
-        out.flush()
-        offset += len(chunk)
+                if args.json:
+                    out.write(json.dumps(translation_record(t), ensure_ascii=False) + "\n")
+                elif args.nbest == 1:
+                    out.write(t.text + "\n")
+                else:
+                    for h in t.hypotheses:
+                        out.write(f"{offset + i}\t{h.score:.4f}\t{h.text}\n")
+            out.flush()
+            offset += len(chunk)
     return 0
 
 
@@ -164,6 +166,23 @@ def add_search_arguments(p: argparse.ArgumentParser) -> None:
         help="Transformer only: decode through the compiled, weight-frozen decoder step "
         "(a first compile of ~1 min, then faster steps; docs/decoding.md)",
     )
+    p.add_argument(
+        "--precision",
+        choices=["fp32", "bf16", "fp16", "int8", "auto"],
+        default="fp32",
+        help="decode in fp32 (default), under bf16/fp16 autocast, or with int8 linear "
+        "layers (CPU); auto: bf16 where the device has it fast, else fp32 (docs/decoding.md)",
+    )
+
+
+def decoding_precision(args: argparse.Namespace) -> Any:
+    """The context to decode in for ``--precision`` (``seqlab.decode.precision``), checked
+    against ``--compile`` and the device first."""
+    from seqlab.decode.precision import decoding_context, refuse_compiled_int8
+
+    precision = getattr(args, "precision", "fp32")
+    refuse_compiled_int8(precision, bool(getattr(args, "compile", False)))
+    return decoding_context(precision, args.device)
 
 
 def search_overrides(args: argparse.Namespace) -> dict[str, Any]:

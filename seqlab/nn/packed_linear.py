@@ -1,4 +1,4 @@
-"""Linear layers with their bf16 weights pre-packed for oneDNN, while decoding on a CPU.
+"""Linear layers with their weights pre-packed (bf16 for oneDNN, or int8), while decoding on a CPU.
 
     y = x Wᵀ + b        (the same function as ``F.linear`` under bf16 autocast)
 
@@ -20,8 +20,12 @@ saves on a small model. Elsewhere it does nothing. The packed product uses
 ``torch.ops.mkldnn``'s ``_reorder_linear_weight`` / ``_linear_pointwise``, the ops inductor
 emits.
 
-Shapes: x (..., in) any float dtype, W (out, in), b (out,) -> (..., out) bf16 when packed,
-else what ``F.linear`` gives
+Inside ``seqlab.nn.int8_linear.int8_decoding()`` the weights are packed in int8 instead
+(that module's equations), on a CPU with grad off for float32 weights, with or without
+autocast: the mode ("bf16" or "int8") is decided once when a search enters.
+
+Shapes: x (..., in) any float dtype, W (out, in), b (out,) -> (..., out) bf16 when packed
+in bf16, float32 in int8, else what ``F.linear`` gives
 """
 
 from __future__ import annotations
@@ -37,10 +41,13 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-# whether the current search packs (set by packed_linears)
-_ACTIVE: ContextVar[bool] = ContextVar("packed_linear_active", default=False)
-# id(weight) -> (weakref to it, (its version, the bias' id and version), packed, bias bf16)
-_CACHE: dict[int, tuple[weakref.ref, tuple, Tensor, Tensor | None]] = {}
+from seqlab.nn.int8_linear import Int8Weight, int8_product, int8_requested, quantize_weight
+
+# how the current search packs, "bf16" or "int8"; None: it does not (set by packed_linears)
+_ACTIVE: ContextVar[str | None] = ContextVar("packed_linear_active", default=None)
+# (id(weight), mode) -> (weakref to it, (its version, the bias' id and version), packed,
+# bias bf16): packed is the oneDNN bf16 weight, or an Int8Weight (whose bias is in it)
+_CACHE: dict[tuple[int, str], tuple[weakref.ref, tuple, Tensor | Int8Weight, Tensor | None]] = {}
 # id(layer) -> how many active searches (any thread) use its packed forward; under _LOCK
 _USERS: dict[int, int] = {}
 _LOCK = threading.Lock()
@@ -58,7 +65,7 @@ def _bf16_packing_available() -> bool:
 
 
 def packing_applies(module: nn.Module) -> bool:
-    """CPU parameters, bf16 CPU autocast on, grad off, and oneDNN with bf16."""
+    """bf16 packing: CPU parameters, bf16 CPU autocast on, grad off, oneDNN with bf16."""
     if torch.is_grad_enabled() or not torch.is_autocast_enabled("cpu"):
         return False
     if torch.get_autocast_dtype("cpu") != torch.bfloat16 or not _bf16_packing_available():
@@ -67,31 +74,54 @@ def packing_applies(module: nn.Module) -> bool:
     return p is not None and p.device.type == "cpu"
 
 
+def int8_packing_applies(module: nn.Module) -> bool:
+    """int8 packing: inside ``int8_decoding()``, grad off, float32 CPU parameters."""
+    if not int8_requested() or torch.is_grad_enabled():
+        return False
+    p = next(module.parameters(), None)
+    return p is not None and p.device.type == "cpu" and p.dtype == torch.float32
+
+
+def packing_mode(module: nn.Module) -> str | None:
+    """ "int8" where ``int8_packing_applies``, else "bf16" where ``packing_applies``, else
+    None (no packing)."""
+    if int8_packing_applies(module):
+        return "int8"
+    return "bf16" if packing_applies(module) else None
+
+
 def linear(x: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
     """x Wᵀ + b: on a packed weight inside ``packed_linears``, else ``F.linear``.
     (..., in) -> (..., out)"""
     # a compiled step is traced, not packed (inductor's freezing packs it), and dynamo
     # cannot trace ContextVar.get: decided before it is read
-    if torch.compiler.is_compiling() or not _ACTIVE.get():
+    mode = None if torch.compiler.is_compiling() else _ACTIVE.get()
+    if mode is None:
         return F.linear(x, weight, bias)
-    packed, b16 = packed_weight(weight, bias)
-    return _packed_product(x.to(torch.bfloat16), packed, b16)  # (..., out) bf16
+    packed, b16 = packed_weight(weight, bias, mode)
+    return _product(mode, x, packed, b16)
 
 
-def packed_weight(weight: Tensor, bias: Tensor | None) -> tuple[Tensor, Tensor | None]:
-    """The oneDNN-packed bf16 copy of ``weight`` and the bf16 bias, cached for as long as
-    the weight lives and neither changes: an in-place update (an optimizer step,
+def packed_weight(
+    weight: Tensor, bias: Tensor | None, mode: str = "bf16"
+) -> tuple[Tensor | Int8Weight, Tensor | None]:
+    """The packed copy of ``weight`` for ``mode``: "bf16", oneDNN's packed bf16 weight and
+    the bf16 bias; "int8", an ``Int8Weight`` (its bias inside) and None. Cached for as
+    long as the weight lives and neither changes: an in-place update (an optimizer step,
     ``load_state_dict``) bumps a tensor's version, and the next search packs again."""
     key = (weight._version, None if bias is None else (id(bias), bias._version))
-    hit = _CACHE.get(id(weight))
+    hit = _CACHE.get((id(weight), mode))
     if hit is not None and hit[0]() is weight and hit[1] == key:
         return hit[2], hit[3]
-    w16 = weight.detach().to(torch.bfloat16)
-    b16 = None if bias is None else bias.detach().to(torch.bfloat16)
-    packed = torch.ops.mkldnn._reorder_linear_weight(w16)
+    packed: Tensor | Int8Weight
+    if mode == "int8":
+        packed, b16 = quantize_weight(weight, bias), None
+    else:
+        b16 = None if bias is None else bias.detach().to(torch.bfloat16)
+        packed = torch.ops.mkldnn._reorder_linear_weight(weight.detach().to(torch.bfloat16))
     if hit is None or hit[0]() is not weight:  # a new weight: forget it when it dies
-        weakref.finalize(weight, _CACHE.pop, id(weight), None)
-    _CACHE[id(weight)] = (weakref.ref(weight), key, packed, b16)
+        weakref.finalize(weight, _CACHE.pop, (id(weight), mode), None)
+    _CACHE[(id(weight), mode)] = (weakref.ref(weight), key, packed, b16)
     return packed, b16
 
 
@@ -100,31 +130,44 @@ def _packed_product(x: Tensor, packed: Tensor, bias: Tensor | None) -> Tensor:
     return torch.ops.mkldnn._linear_pointwise(x, packed, bias, "none", [], "")
 
 
-def _packed_forward(layer: nn.Linear, packed: Tensor, bias: Tensor | None, x: Tensor) -> Tensor:
+def _product(mode: str, x: Tensor, packed: Tensor | Int8Weight, bias: Tensor | None) -> Tensor:
+    """The packed product of ``mode``.  (..., in) -> (..., out) bf16 or float32 (int8)"""
+    if mode == "int8":
+        return int8_product(x, packed)  # type: ignore[arg-type]
+    return _packed_product(x.to(torch.bfloat16), packed, bias)  # type: ignore[arg-type]
+
+
+def _packed_forward(
+    layer: nn.Linear, mode: str, packed: Tensor | Int8Weight, bias: Tensor | None, x: Tensor
+) -> Tensor:
     """The layer's forward while some search packs it: packed in a packing search, the
     plain ``F.linear`` for any other caller of the same module (another thread, say)."""
-    if not _ACTIVE.get():
+    if _ACTIVE.get() != mode:
         return F.linear(x, layer.weight, layer.bias)
-    return _packed_product(x.to(torch.bfloat16), packed, bias)  # (..., out) bf16
+    return _product(mode, x, packed, bias)
 
 
 @contextlib.contextmanager
 def packed_linears(module: nn.Module) -> Iterator[bool]:
     """Pack ``module``'s linear weights for the duration (module doc); yields whether it
     applies. Not re-entrant: an inner call inside an active one does nothing more."""
-    if _ACTIVE.get() or not isinstance(module, nn.Module) or not packing_applies(module):
+    if _ACTIVE.get() or not isinstance(module, nn.Module):
+        yield False
+        return
+    mode = packing_mode(module)
+    if mode is None:
         yield False
         return
     layers = [m for m in module.modules() if type(m) is nn.Linear]
     with _LOCK:  # searches in several threads may share the module: count its users
         # packed (or found in the cache) once per search, not per call; all before any
         # layer is changed, so a failure leaves the module as it was
-        bound = [(layer, packed_weight(layer.weight, layer.bias)) for layer in layers]
+        bound = [(layer, packed_weight(layer.weight, layer.bias, mode)) for layer in layers]
         for layer, (packed, b16) in bound:
-            forward = functools.partial(_packed_forward, layer, packed, b16)
+            forward = functools.partial(_packed_forward, layer, mode, packed, b16)
             layer.forward = forward  # type: ignore[method-assign]
             _USERS[id(layer)] = _USERS.get(id(layer), 0) + 1
-    token = _ACTIVE.set(True)
+    token = _ACTIVE.set(mode)
     try:
         yield True
     finally:

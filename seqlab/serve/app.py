@@ -39,12 +39,12 @@ from fastapi.responses import FileResponse, JSONResponse
 from fastapi.staticfiles import StaticFiles
 
 from seqlab import __version__
+from seqlab.decode.precision import decoding_context, resolve_decode_precision
 from seqlab.errors import SeqlabError
 from seqlab.serve.batching import MicroBatcher, Overloaded
 from seqlab.serve.errors import BodyLimit, error_response, install_handlers
 from seqlab.serve.schemas import Limits, as_list, request_models
 from seqlab.tasks.translation_eval import coverage_of
-from seqlab.train.precision import autocast_context, resolve_precision
 
 STATIC = Path(__file__).parent / "static"
 
@@ -104,8 +104,8 @@ class Server:
         self.loaded, self.limits = loaded, limits
         params = list(loaded.model.parameters())
         self.device = params[0].device if params else torch.device("cpu")
-        # fp32, or bf16/fp16 autocast while decoding; "auto" resolved, anything else refused
-        self.precision = resolve_precision(precision, self.device)  # type: ignore[arg-type]
+        # fp32, bf16/fp16 autocast or int8 while decoding; "auto" resolved, the rest refused
+        self.precision = resolve_decode_precision(precision, self.device)
         self.task = loaded.config.task
         self.endpoint = endpoint_of(self.task)
         self.batcher = MicroBatcher(
@@ -118,7 +118,7 @@ class Server:
         """Decode ``items`` (texts) with the settings ``key``; one result per item (a
         SeqlabError object for an item the task refused). Runs in the decode thread, under
         the server's precision (autocast is per thread, so it is entered here)."""
-        with autocast_context(self.precision, self.device):  # type: ignore[arg-type]
+        with decoding_context(self.precision, self.device):
             return self._run(key, items)
 
     def _run(self, key: Hashable, items: list[Any]) -> list[Any]:
@@ -187,6 +187,8 @@ class Server:
         """What /info reports as the inference precision: the weights' dtype, or autocast."""
         if self.precision == "fp32":
             return dtype
+        if self.precision == "int8":
+            return f"int8 linear layers while decoding ({dtype} weights)"
         return f"{self.precision} autocast ({dtype} weights)"
 
     def info(self) -> dict[str, Any]:
@@ -226,7 +228,7 @@ class Server:
 
 def create_app(loaded: Any, limits: Limits | None = None, precision: str = "fp32") -> FastAPI:
     """The app serving ``loaded`` (a ``seqlab.load`` result) under ``limits``, decoding in
-    ``precision``: "fp32", "bf16"/"fp16" (autocast) or "auto" (``seqlab serve
+    ``precision``: "fp32", "bf16"/"fp16" (autocast), "int8" or "auto" (``seqlab serve
     --precision``; a PrecisionError for one the device cannot run)."""
     limits = limits or Limits()
     server = Server(loaded, limits, precision)

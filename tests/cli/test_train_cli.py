@@ -92,7 +92,8 @@ def test_train_resume_and_evaluate(tmp_path, capsys, preset):
     assert out[1].split() == ["metric", "value"]
     record = json.loads(out[-1])
     assert {"loss", "ppl", "exact_match", "token_acc"} <= set(record)
-    assert [line.split()[0] for line in out[2:-1]] == list(record)[3:]  # one row each
+    assert record["precision"] == "fp32"  # the decoding's (--precision; default)
+    assert [line.split()[0] for line in out[2:-1]] == list(record)[4:]  # one row each
     assert main(["evaluate", str(run), "--json"]) == 0  # the JSON object alone
     assert json.loads(capsys.readouterr().out) == record
     assert main(["evaluate", str(run), "--split", "test"]) == 2

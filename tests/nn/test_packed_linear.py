@@ -40,7 +40,7 @@ def test_packed_linear_equals_autocast_linear_bit_for_bit(bias, shape):
         with pl.packed_linears(layer) as on:
             assert on
             got = layer(x)
-            assert id(layer.weight) in pl._CACHE  # the weight was packed
+            assert (id(layer.weight), "bf16") in pl._CACHE  # the weight was packed
     assert got.dtype == ref.dtype == torch.bfloat16
     assert torch.equal(got, ref)
     assert "forward" not in vars(layer)  # the class's forward is back
@@ -131,7 +131,7 @@ def test_packed_weights_are_kept_until_the_weight_changes_or_dies(monkeypatch):
         with torch.no_grad():
             layer.bias.mul_(2.0)  # the bias alone changes
         assert len(packs) == 2 and not torch.equal(run(), expect) and len(packs) == 3
-    key = id(layer.weight)
+    key = (id(layer.weight), "bf16")
     del layer, run
     gc.collect()
     assert key not in pl._CACHE  # forgotten with its weight

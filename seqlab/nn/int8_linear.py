@@ -1,0 +1,102 @@
+"""Linear layers in int8 for decoding on a CPU: vector-wise dynamic quantization.
+
+    s_w[o]    = max_i |W[o, i]| / 127                 one scale per output unit (once)
+    Ŵ[o, i]   = round(W[o, i] / s_w[o])               int8, packed once per weight
+    s_x[r]    = max_i |x[r, i]| / 127                 one scale per input row (every call)
+    x̂[r, i]   = round(x[r, i] / s_x[r])               int8
+    y[r, o]   = s_x[r] · s_w[o] · Σ_i x̂[r, i] Ŵ[o, i] + b[o]
+
+Dettmers, Lewis, Belkada, Zettlemoyer 2022, "LLM.int8()", §3.1: absmax quantization,
+"vector-wise" — a scale per row of the inputs and per column of Wᵀ, so that the integer
+product Σ_i x̂ Ŵ (exact, in int32: ``torch._int_mm``) is rescaled by the outer product of
+the two scale vectors. Every row is quantized on its own, so a row's output does not
+depend on the other rows of the batch: batched decoding equals unbatched decoding, which
+a per-tensor scale (``torch.ao.quantization.quantize_dynamic``, OpenNMT-py's int8) breaks.
+The bias stays float32.
+
+Error: rounding each factor to 255 levels gives ~1 % relative error per product
+(tests/nn/test_int8_linear.py bounds it), against ~0.4 % for bf16 and 0 for fp32.
+
+Speed, on the 2-core avx512_vnni EPYC (docs/perf-notes-decoding.md §40): the products of a
+beam-5 decoder step are 1.6–3.7× faster than fp32 ``F.linear`` and about as fast as
+§34's packed bf16 ones; tiny products (32 × 256 → 256) are slower, the per-call
+quantization of x dominating them. Useful where a CPU has no bf16 dot-product unit.
+
+Entered through ``int8_decoding()``: inside it, ``seqlab.nn.packed_linear.packed_linears``
+(which greedy and beam search enter) packs every linear layer of the decoder in int8
+instead of bf16, on a CPU, with grad off, for float32 weights. Nothing else of the model
+changes precision: attention, layer norms and softmaxes run in the weights' float32.
+
+Shapes: x (..., in) float, W (out, in), b (out,) -> (..., out) float32
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+from contextvars import ContextVar
+from dataclasses import dataclass
+
+import torch
+from torch import Tensor
+
+# the largest |value| of a symmetric int8 code (−127 … 127; −128 unused)
+Q_MAX = 127.0
+# whether int8_decoding() is on in this context
+_REQUESTED: ContextVar[bool] = ContextVar("int8_decoding", default=False)
+
+
+@dataclass(frozen=True)
+class Int8Weight:
+    """A weight packed for ``int8_product``: W_hat (out, in) int8, s_w (out,) float32,
+    bias (out,) float32 or None."""
+
+    W_hat: Tensor
+    s_w: Tensor
+    bias: Tensor | None
+
+
+def quantize_rows(x: Tensor) -> tuple[Tensor, Tensor]:
+    """Absmax quantization of each row: x̂ = round(x / s), s = max_i |x_i| / 127.
+    A row of zeros gets s = 0 and x̂ = 0.  (N, in) float -> ((N, in) int8, (N, 1) float32)"""
+    x = x.float()
+    absmax = torch.linalg.vector_norm(x, float("inf"), dim=-1, keepdim=True)  # (N, 1)
+    s = absmax / Q_MAX  # (N, 1)
+    # |x / s| <= 127 by construction; a zero row divides by a tiny s instead of 0
+    x_hat = torch.round(x / s.clamp_min(torch.finfo(torch.float32).tiny)).to(torch.int8)
+    return x_hat, s
+
+
+def quantize_weight(weight: Tensor, bias: Tensor | None = None) -> Int8Weight:
+    """Ŵ and s_w, one scale per output unit (a row of W).  W (out, in), b (out,)"""
+    W_hat, s_w = quantize_rows(weight.detach())  # (out, in) int8, (out, 1)
+    b = None if bias is None else bias.detach().float()
+    return Int8Weight(W_hat, s_w.squeeze(1), b)
+
+
+def int8_product(x: Tensor, w: Int8Weight) -> Tensor:
+    """y = s_x s_wᵀ ⊙ (x̂ Ŵᵀ) + b, the integer product exact in int32.
+    (..., in) -> (..., out) float32"""
+    lead = x.shape[:-1]
+    x_hat, s_x = quantize_rows(x.reshape(-1, x.shape[-1]))  # (N, in) int8, (N, 1)
+    acc = torch._int_mm(x_hat, w.W_hat.t())  # (N, out) int32, exact
+    y = acc * w.s_w  # (N, out) float32
+    y = y.mul_(s_x) if w.bias is None else torch.addcmul(w.bias, y, s_x)
+    return y.reshape(*lead, -1)
+
+
+def int8_requested() -> bool:
+    """Whether ``int8_decoding()`` is on in this context."""
+    return _REQUESTED.get()
+
+
+@contextlib.contextmanager
+def int8_decoding() -> Iterator[None]:
+    """Decode with int8 linear layers (module doc): greedy and beam search entered inside
+    pack their decoder's linear weights in int8 where that applies (CPU, grad off,
+    float32 weights)."""
+    token = _REQUESTED.set(True)
+    try:
+        yield
+    finally:
+        _REQUESTED.reset(token)

@@ -1,0 +1,89 @@
+"""``--precision`` of decoding (seqlab.decode.precision): what each value enters, what is
+refused with a message that says what to use instead, and that ``seqlab translate`` /
+``evaluate --src/--ref`` decode in it (int8 through the searches' packed linear layers)."""
+
+# ruff: noqa: F811  (the fixtures imported from the test modules are parameters here)
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+
+from seqlab.decode import precision as dp
+from seqlab.nn import int8_linear, packed_linear
+from seqlab.train.precision import PrecisionError
+from tests.tasks.test_translation import _one_thread, prepared  # noqa: F401
+from tests.tasks.test_translation_search_settings import (  # noqa: F401
+    SENTENCES,
+    bahdanau,
+    checkpoint,
+    with_cfg,
+)
+
+
+def test_each_precision_enters_its_context():
+    with dp.decoding_context("int8", "cpu"):
+        assert int8_linear.int8_requested() and not torch.is_autocast_enabled("cpu")
+    assert not int8_linear.int8_requested()
+    with dp.decoding_context("bf16", "cpu"):
+        assert torch.is_autocast_enabled("cpu") and not int8_linear.int8_requested()
+        assert torch.get_autocast_dtype("cpu") == torch.bfloat16
+    with dp.decoding_context("fp32", "cpu"):
+        assert not torch.is_autocast_enabled("cpu") and not int8_linear.int8_requested()
+    assert dp.resolve_decode_precision("auto", "cpu") in ("bf16", "fp32")
+
+
+def test_refusals_say_what_to_do():
+    with pytest.raises(PrecisionError, match="int8 decodes on a CPU only.*use bf16 or fp16"):
+        dp.resolve_decode_precision("int8", "cuda")
+    with pytest.raises(PrecisionError, match="one of fp32, bf16, fp16, int8, auto, got 'int4'"):
+        dp.decoding_context("int4", "cpu")
+    with pytest.raises(PrecisionError, match="fp16 is not supported on CPU"):
+        dp.decoding_context("fp16", "cpu")
+    with pytest.raises(PrecisionError, match="--compile cannot decode in int8.*drop --compile"):
+        dp.refuse_compiled_int8("int8", True)
+    dp.refuse_compiled_int8("bf16", True)  # no error
+    dp.refuse_compiled_int8("int8", False)
+
+
+def test_cli_translate_and_evaluate_decode_in_int8(
+    checkpoint, prepared, bahdanau, tmp_path, capsys, monkeypatch
+):
+    from seqlab.cli.main import main
+
+    task = with_cfg(prepared, length_penalty=1.0, coverage_penalty=0.5)
+    calls = []
+    real = packed_linear.int8_product
+    monkeypatch.setattr(packed_linear, "int8_product", lambda *a: calls.append(1) or real(*a))
+    argv = ["translate", str(checkpoint), "--beam", "3", "--json", "--precision", "int8"]
+    assert main([*argv, *SENTENCES]) == 0
+    records = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert calls  # the decoder's linear layers ran in int8
+    with int8_linear.int8_decoding():
+        want = task.translate(bahdanau, SENTENCES, beam=3, nbest=1, return_attention=True)
+    assert [r["hypotheses"][0] for r in records] == [t.text for t in want]
+    assert [r["scores"][0] for r in records] == [round(t.hypotheses[0].score, 6) for t in want]
+
+    src, ref = tmp_path / "t.de", tmp_path / "t.en"
+    src.write_text("".join(s + "\n" for s in SENTENCES), encoding="utf-8")
+    ref.write_text("the dog runs.\na child and a cat.\ntwo men sit.\n", encoding="utf-8")
+    hyp = tmp_path / "h.txt"
+    argv = ["evaluate", str(checkpoint), "--src", str(src), "--ref", str(ref), "--beam", "3"]
+    n = len(calls)
+    assert main([*argv, "--precision", "int8", "--hyp", str(hyp), "--json"]) == 0
+    assert len(calls) > n
+    assert hyp.read_text(encoding="utf-8").splitlines() == [t.text for t in want]
+    capsys.readouterr()
+
+
+def test_cli_refuses_int8_with_compile_or_a_gpu_before_loading(tmp_path, capsys):
+    from seqlab.cli.main import main
+
+    missing = str(tmp_path / "no-such-run")  # never loaded: the refusal comes first
+    assert main(["translate", missing, "--precision", "int8", "--compile", "x"]) == 2
+    assert "--compile cannot decode in int8" in capsys.readouterr().err
+    assert main(["translate", missing, "--precision", "int8", "--device", "cuda", "x"]) == 2
+    assert "int8 decodes on a CPU only" in capsys.readouterr().err
+    assert main(["evaluate", missing, "--precision", "int8", "--compile"]) == 2
+    assert "--compile cannot decode in int8" in capsys.readouterr().err
