@@ -306,3 +306,25 @@ def test_requests_decode_under_the_servers_precision(translation_model, monkeypa
         assert info == "float32" and seen == [(False, seen[0][1])]
     else:  # the decode thread ran under bf16 autocast; the weights stay float32
         assert info == "bf16 autocast (float32 weights)" and seen == [(True, torch.bfloat16)]
+
+
+def test_requests_decode_in_int8_under_precision_int8(translation_model, monkeypatch, capsys):
+    from seqlab.nn.int8_linear import int8_requested
+
+    task = translation_model.task
+    seen = []
+
+    def spy(*args, **kwargs):
+        seen.append((int8_requested(), torch.is_autocast_enabled("cpu")))
+        return original(*args, **kwargs)
+
+    original = task.translate_detailed
+    monkeypatch.setattr(task, "translate_detailed", spy)
+    with TestClient(create_app(translation_model, Limits(), precision="int8")) as client:
+        info = client.get("/info").json()["precision"]["inference"]
+        r = client.post("/translate", json={"text": SENTENCES[:2], "beam": 2})
+    assert r.status_code == 200 and len(r.json()["translations"]) == 2
+    assert info == "int8 linear layers while decoding (float32 weights)"
+    assert seen == [(True, False)]  # the decode thread asked for int8, without autocast
+    assert main(["serve", "missing-run", "--precision", "int8", "--compile"]) == 2
+    assert "--compile cannot decode in int8" in capsys.readouterr().err
