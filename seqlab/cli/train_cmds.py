@@ -141,6 +141,7 @@ def _evaluate_files(loaded: Any, args: argparse.Namespace) -> int:
         hyp_path=args.hyp,
         **search_overrides(args),
     )
+    result["precision"] = args.precision  # of the decoding (--precision)
     print_file_scores(result, as_json=args.json)
     return 0
 

@@ -140,7 +140,8 @@ def print_file_scores(result: dict[str, Any], as_json: bool = False) -> None:
         print(json.dumps(result, ensure_ascii=False))
         return
     n, beam = result["n_sentences"], result["beam"]
-    print(f"{result['src']} → {result['ref']} ({n} sentences, beam {beam})")
+    precision = f", decoded in {result['precision']}" if "precision" in result else ""
+    print(f"{result['src']} → {result['ref']} ({n} sentences, beam {beam}{precision})")
     for key in ("bleu", "bleu_lc", "chrf"):
         print(f"{key:<8} {result[key]:6.2f}  {result[f'{key}_signature']}")
     if result.get("warning"):

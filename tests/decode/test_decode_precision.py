@@ -74,7 +74,9 @@ def test_cli_translate_and_evaluate_decode_in_int8(
     assert main([*argv, "--precision", "int8", "--hyp", str(hyp), "--json"]) == 0
     assert len(calls) > n
     assert hyp.read_text(encoding="utf-8").splitlines() == [t.text for t in want]
-    capsys.readouterr()
+    assert json.loads(capsys.readouterr().out)["precision"] == "int8"
+    assert main([*argv, "--precision", "bf16"]) == 0
+    assert "(3 sentences, beam 3, decoded in bf16)" in capsys.readouterr().out
 
 
 def test_cli_refuses_int8_with_compile_or_a_gpu_before_loading(tmp_path, capsys):
