@@ -1,6 +1,6 @@
 """Linear layers in int8 for decoding on a CPU: vector-wise dynamic quantization.
 
-    s_w[o]    = max_i |W[o, i]| / 127                 one scale per output unit (once)
+    s_w[o]    = max_i |W[o, i]| / q_w                 one scale per output unit (once)
     Ŵ[o, i]   = round(W[o, i] / s_w[o])               int8, packed once per weight
     s_x[r]    = max_i |x[r, i]| / 127                 one scale per input row (every call)
     x̂[r, i]   = round(x[r, i] / s_x[r])               int8
@@ -14,14 +14,24 @@ depend on the other rows of the batch: batched decoding equals unbatched decodin
 a per-tensor scale (``torch.ao.quantization.quantize_dynamic``, OpenNMT-py's int8) breaks.
 The bias stays float32.
 
+q_w, the weights' largest code, is 127 where ``torch._int_mm`` is exact with full-range
+weights on this CPU, else 63 (``weight_q_max``, probed once per process). On x86 CPUs
+without VNNI (AVX2, AVX-512 before VNNI) oneDNN multiplies u8 × s8 with ``vpmaddubsw``,
+whose 16-bit sums of two products saturate: there a full-range product was off by up to
+10⁵ (a (160 × 256)·(256 × 8,000) product under ``ONEDNN_MAX_CPU_ISA=AVX2`` on this
+EPYC), and with 7-bit weights it is exact, as PyTorch's ``reduce_range`` does for fbgemm.
+With VNNI (``vpdpbusd``) or AMX the int32 sums are exact at 127.
+
 Error: rounding each factor to 255 levels gives ~1 % relative error per product
-(tests/nn/test_int8_linear.py bounds it), against ~0.4 % for bf16 and 0 for fp32.
+(tests/nn/test_int8_linear.py bounds it; ~2 % with 7-bit weights), against ~0.4 % for
+bf16 and 0 for fp32.
 
 Speed, on the 2-core avx512_vnni EPYC (docs/perf-notes-int8.md §40): the products of a
 beam-5 decoder step are 1.6–3.7× faster than fp32 ``F.linear``; tiny ones (32 × 256 →
 256) are slower, the per-call quantization of x dominating them. Whole decodes run
-1.40–1.45× fp32's speed and 0.82–0.95× bf16's, at −0.16 lc BLEU on Multi30k: an option
-for CPUs without a bf16 dot-product unit.
+1.40–1.45× fp32's speed and 0.82–0.95× bf16's, at −0.16 lc BLEU on Multi30k; with oneDNN,
+MKL and ATen limited to AVX2 (7-bit weights) 1.30–1.33× fp32's, −0.04 lc BLEU: an option for
+CPUs without a bf16 dot-product unit.
 
 Entered through ``int8_decoding()``: inside it, ``seqlab.nn.packed_linear.packed_linears``
 (which greedy and beam search enter) packs every linear layer of the decoder in int8
@@ -34,6 +44,7 @@ Shapes: x (..., in) float, W (out, in), b (out,) -> (..., out) float32
 from __future__ import annotations
 
 import contextlib
+import functools
 from collections.abc import Iterator
 from contextvars import ContextVar
 from dataclasses import dataclass
@@ -41,8 +52,10 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
-# the largest |value| of a symmetric int8 code (−127 … 127; −128 unused)
+# the largest |value| of a symmetric int8 code (−127 … 127; −128 unused): the inputs' q_x
 Q_MAX = 127.0
+# the weights' q_w where the CPU's int8 product would saturate with Q_MAX (module doc)
+Q_MAX_7BIT = 63.0
 # whether int8_decoding() is on in this context
 _REQUESTED: ContextVar[bool] = ContextVar("int8_decoding", default=False)
 
@@ -57,21 +70,35 @@ class Int8Weight:
     bias: Tensor | None
 
 
-def quantize_rows(x: Tensor) -> tuple[Tensor, Tensor]:
-    """Absmax quantization of each row: x̂ = round(x / s), s = max_i |x_i| / 127.
+@functools.lru_cache(maxsize=1)
+def weight_q_max() -> float:
+    """q_w: 127 if ``torch._int_mm`` on this CPU is exact for full-range int8 operands, else
+    63 (module doc). Probed on products whose int16 pair sums would saturate."""
+    full = torch.full((4, 64), 127, dtype=torch.int8)
+    g = torch.Generator().manual_seed(0)
+    x = torch.randint(-127, 128, (16, 256), dtype=torch.int8, generator=g)
+    w = torch.randint(-127, 128, (256, 24), dtype=torch.int8, generator=g)
+    cases = [(full, full.t()), (-full, full.t()), (x, w)]
+    exact = all(torch.equal(torch._int_mm(a, b).long(), a.long() @ b.long()) for a, b in cases)
+    return Q_MAX if exact else Q_MAX_7BIT
+
+
+def quantize_rows(x: Tensor, q_max: float = Q_MAX) -> tuple[Tensor, Tensor]:
+    """Absmax quantization of each row: x̂ = round(x / s), s = max_i |x_i| / q_max.
     A row of zeros gets s = 0 and x̂ = 0.  (N, in) float -> ((N, in) int8, (N, 1) float32)"""
     x = x.float()
     # abs + amax: 4–13× faster here than linalg.vector_norm(x, inf) (§40)
     absmax = x.abs().amax(dim=-1, keepdim=True)  # (N, 1)
-    s = absmax / Q_MAX  # (N, 1)
-    # |x / s| <= 127 by construction; a zero row divides by a tiny s instead of 0
+    s = absmax / q_max  # (N, 1)
+    # |x / s| <= q_max by construction; a zero row divides by a tiny s instead of 0
     x_hat = torch.round(x / s.clamp_min(torch.finfo(torch.float32).tiny)).to(torch.int8)
     return x_hat, s
 
 
 def quantize_weight(weight: Tensor, bias: Tensor | None = None) -> Int8Weight:
-    """Ŵ and s_w, one scale per output unit (a row of W).  W (out, in), b (out,)"""
-    W_hat, s_w = quantize_rows(weight.detach())  # (out, in) int8, (out, 1)
+    """Ŵ and s_w, one scale per output unit (a row of W), codes within ±q_w
+    (``weight_q_max``).  W (out, in), b (out,)"""
+    W_hat, s_w = quantize_rows(weight.detach(), weight_q_max())  # (out, in) int8, (out, 1)
     b = None if bias is None else bias.detach().float()
     return Int8Weight(W_hat, s_w.squeeze(1), b)
 

@@ -5,6 +5,11 @@ their linear layers in int8 (and nowhere else), and batched decoding equals unba
 
 from __future__ import annotations
 
+import os
+import platform
+import subprocess
+import sys
+
 import pytest
 import torch
 import torch.nn.functional as F
@@ -19,9 +24,9 @@ from tests.nn.test_shared_kv import tiny_transformer
 def reference(x, weight, bias=None):
     """The module doc's equations term by term: scales and codes in float32 as the
     library computes them (so the codes are the same integers), the sum and the rescaling
-    in float64.  (N, in) -> (N, out) float64"""
+    in float64; q_w is this CPU's (``weight_q_max``).  (N, in) -> (N, out) float64"""
     s_x = x.abs().amax(dim=1, keepdim=True) / 127.0  # (N, 1)
-    s_w = weight.abs().amax(dim=1, keepdim=True) / 127.0  # (out, 1)
+    s_w = weight.abs().amax(dim=1, keepdim=True) / q.weight_q_max()  # (out, 1)
     x_hat = torch.where(s_x > 0, torch.round(x / s_x), 0.0)
     W_hat = torch.where(s_w > 0, torch.round(weight / s_w), 0.0)
     y = torch.zeros(x.shape[0], weight.shape[0], dtype=torch.float64)
@@ -59,9 +64,39 @@ def test_product_equals_the_equations(bias, shape):
 
 def test_integer_product_is_exact():
     torch.manual_seed(2)
+    q_w = int(q.weight_q_max())
+    assert q_w in (127, 63)
     a = torch.randint(-127, 128, (9, 300), dtype=torch.int8)
-    b = torch.randint(-127, 128, (70, 300), dtype=torch.int8)
+    b = torch.randint(-q_w, q_w + 1, (70, 300), dtype=torch.int8)
+    b[0] = q_w  # the worst case for 16-bit pair sums
+    a[0] = 127
     assert torch.equal(torch._int_mm(a, b.t()), a.long().mm(b.long().t()).int())
+    w = q.quantize_weight(torch.randn(70, 300))
+    assert int(w.W_hat.abs().max()) == q_w
+
+
+WITHOUT_VNNI = """
+import torch
+from seqlab.nn import int8_linear as q
+torch.manual_seed(0)
+x, w = torch.randn(160, 256), torch.randn(8000, 256)
+x_hat, _ = q.quantize_rows(x)
+packed = q.quantize_weight(w)
+exact = x_hat.long() @ packed.W_hat.long().t()
+print(q.weight_q_max(), int(packed.W_hat.abs().max()),
+      torch.equal(torch._int_mm(x_hat, packed.W_hat.t()).long(), exact))
+"""
+
+
+@pytest.mark.skipif(platform.machine().lower() not in ("x86_64", "amd64"), reason="x86 only")
+def test_on_a_cpu_without_vnni_the_weights_take_7_bits_and_the_product_stays_exact():
+    """oneDNN limited to AVX2 (no VNNI) saturates full-range int8 products (module doc);
+    the probe then picks 7-bit weights, whose products are exact."""
+    env = {**os.environ, "ONEDNN_MAX_CPU_ISA": "AVX2", "ATEN_CPU_CAPABILITY": "avx2"}
+    out = subprocess.run(
+        [sys.executable, "-c", WITHOUT_VNNI], env=env, capture_output=True, text=True, check=True
+    ).stdout.split()
+    assert out == ["63.0", "63", "True"]
 
 
 def test_error_against_float_is_about_one_percent():
