@@ -179,13 +179,27 @@ def packed_linears(module: nn.Module) -> Iterator[bool]:
         _ACTIVE.reset(token)
 
 
+def module_to_pack(decoder: object) -> nn.Module | None:
+    """The module whose linear layers a search on ``decoder`` packs: the decoder itself
+    when it is a module, or the module that a step wrapper (``seqlab.tasks.
+    copy_translation_decode.UnkBlockedDecoder``: ``step`` = the wrapped ``decoder.step``
+    and a change of the log-probabilities) keeps as ``.decoder``; else None (a compiled
+    step is traced, never packed)."""
+    while not isinstance(decoder, nn.Module):
+        decoder = getattr(decoder, "decoder", None)
+        if decoder is None:
+            return None
+    return decoder
+
+
 def with_packed_linears(search):
     """Decorator for a search ``search(decoder, ...)``: runs it inside
-    ``packed_linears(decoder)`` (a no-op unless the module doc's conditions hold)."""
+    ``packed_linears(module_to_pack(decoder))`` (a no-op unless the module doc's
+    conditions hold)."""
 
     @functools.wraps(search)
     def run(decoder, *args, **kwargs):
-        with packed_linears(decoder):
+        with packed_linears(module_to_pack(decoder)):
             return search(decoder, *args, **kwargs)
 
     return run

@@ -89,3 +89,21 @@ def test_cli_refuses_int8_with_compile_or_a_gpu_before_loading(tmp_path, capsys)
     assert "int8 decodes on a CPU only" in capsys.readouterr().err
     assert main(["evaluate", missing, "--precision", "int8", "--compile"]) == 2
     assert "--compile cannot decode in int8" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("beam", [1, 3])
+def test_int8_reaches_a_decoder_behind_a_step_wrapper(beam, monkeypatch):
+    """The pointer-generator's ``block_unk`` decoding wraps the model's step
+    (``UnkBlockedDecoder``); the searches pack the wrapped model, so int8 applies."""
+    from seqlab.tasks.copy_translation_decode import UnkBlockedDecoder, decode_copy
+    from tests.tasks.test_copy_translation_unk import examples, seeded_model, settings
+
+    model = seeded_model()
+    assert packed_linear.module_to_pack(UnkBlockedDecoder(model)) is model
+    assert packed_linear.module_to_pack(object()) is None
+    calls = []
+    real = packed_linear.int8_product
+    monkeypatch.setattr(packed_linear, "int8_product", lambda *a: calls.append(1) or real(*a))
+    with torch.no_grad(), int8_linear.int8_decoding():
+        out = decode_copy(model, examples(), settings(beam), block_unk=True)
+    assert calls and len(out) == len(examples())
