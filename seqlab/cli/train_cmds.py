@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -88,6 +89,7 @@ def format_table(rows: list[tuple[str, Any]]) -> str:
 
 def _cmd_evaluate(args: argparse.Namespace) -> int:
     from seqlab import api
+    from seqlab.decode.precision import quantized_nothing
 
     precision = decoding_precision(args)  # refused before the checkpoint is loaded
     loaded = api.load(args.path, data_dir=_data_dir(args), device=args.device)
@@ -101,18 +103,27 @@ def _cmd_evaluate(args: argparse.Namespace) -> int:
         )
     if getattr(args, "compile", False):
         use_compiled_decoding(loaded)
-    with precision:
+    with precision as entered:
         metrics = loaded.evaluate(args.split)
+    decoded_in = args.precision
+    if quantized_nothing(args.precision, entered):  # no search ran: nothing was int8
+        decoded_in = "fp32"
+        print(
+            f"seqlab: warning: --precision int8 quantized nothing: task "
+            f"{loaded.config.task}'s evaluation runs no greedy or beam search (int8 applies "
+            "to their linear layers); the metrics are fp32's",
+            file=sys.stderr,
+        )
     signatures = dict(getattr(metrics, "signatures", None) or {})
     record = {"checkpoint": str(loaded.checkpoint), "step": loaded.step, "split": args.split}
-    record["precision"] = args.precision  # of the decoding (--precision)
+    record["precision"] = decoded_in  # of the decoding (--precision, as it ran)
     record |= {k: float(v) for k, v in metrics.items()}
     if signatures:
         record["signatures"] = signatures
     if not args.json:  # --json: the JSON object alone, so that it can be piped
         print(
             f"checkpoint {loaded.checkpoint} (step {loaded.step}), split {args.split}, "
-            f"decoded in {args.precision}"
+            f"decoded in {decoded_in}"
         )
         print(format_table([(k, float(v)) for k, v in metrics.items()]))
         for name, sig in signatures.items():

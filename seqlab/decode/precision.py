@@ -22,7 +22,7 @@ from typing import Literal, get_args
 
 import torch
 
-from seqlab.nn.int8_linear import int8_decoding
+from seqlab.nn.int8_linear import Int8Use, int8_decoding
 from seqlab.train.precision import PrecisionError, autocast_context, resolve_precision
 
 DecodePrecision = Literal["fp32", "bf16", "fp16", "int8", "auto"]
@@ -56,6 +56,13 @@ def decoding_context(
     if resolved == "int8":
         return int8_decoding()
     return autocast_context(resolved, device)  # type: ignore[arg-type]
+
+
+def quantized_nothing(precision: str, entered: object) -> bool:
+    """Whether a block entered with ``decoding_context(precision, …)`` (``entered``: what
+    entering it gave) asked for int8 but ran no search that packed in int8, so that it
+    ran in fp32 (a classifier's or a tagger's evaluation, say)."""
+    return precision == "int8" and isinstance(entered, Int8Use) and entered.searches == 0
 
 
 def refuse_compiled_int8(precision: str, compiled: bool) -> None:

@@ -56,8 +56,17 @@ from torch import Tensor
 Q_MAX = 127.0
 # the weights' q_w where the CPU's int8 product would saturate with Q_MAX (module doc)
 Q_MAX_7BIT = 63.0
-# whether int8_decoding() is on in this context
-_REQUESTED: ContextVar[bool] = ContextVar("int8_decoding", default=False)
+
+
+@dataclass
+class Int8Use:
+    """What an ``int8_decoding()`` block quantized: ``searches`` that packed in int8."""
+
+    searches: int = 0
+
+
+# the Int8Use of the int8_decoding() block this context is in; None: not in one
+_REQUESTED: ContextVar[Int8Use | None] = ContextVar("int8_decoding", default=None)
 
 
 @dataclass(frozen=True)
@@ -116,16 +125,25 @@ def int8_product(x: Tensor, w: Int8Weight) -> Tensor:
 
 def int8_requested() -> bool:
     """Whether ``int8_decoding()`` is on in this context."""
-    return _REQUESTED.get()
+    return _REQUESTED.get() is not None
+
+
+def count_int8_search() -> None:
+    """Record, in the enclosing ``int8_decoding()``'s ``Int8Use``, a search packed in int8."""
+    use = _REQUESTED.get()
+    if use is not None:
+        use.searches += 1
 
 
 @contextlib.contextmanager
-def int8_decoding() -> Iterator[None]:
+def int8_decoding() -> Iterator[Int8Use]:
     """Decode with int8 linear layers (module doc): greedy and beam search entered inside
     pack their decoder's linear weights in int8 where that applies (CPU, grad off,
-    float32 weights)."""
-    token = _REQUESTED.set(True)
+    float32 weights). Yields an ``Int8Use``: a block whose ``searches`` stays 0 quantized
+    nothing (no search ran, e.g. a classifier's evaluation)."""
+    use = Int8Use()
+    token = _REQUESTED.set(use)
     try:
-        yield
+        yield use
     finally:
         _REQUESTED.reset(token)

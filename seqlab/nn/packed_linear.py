@@ -41,7 +41,13 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from seqlab.nn.int8_linear import Int8Weight, int8_product, int8_requested, quantize_weight
+from seqlab.nn.int8_linear import (
+    Int8Weight,
+    count_int8_search,
+    int8_product,
+    int8_requested,
+    quantize_weight,
+)
 
 # how the current search packs, "bf16" or "int8"; None: it does not (set by packed_linears)
 _ACTIVE: ContextVar[str | None] = ContextVar("packed_linear_active", default=None)
@@ -167,6 +173,8 @@ def packed_linears(module: nn.Module) -> Iterator[bool]:
             forward = functools.partial(_packed_forward, layer, mode, packed, b16)
             layer.forward = forward  # type: ignore[method-assign]
             _USERS[id(layer)] = _USERS.get(id(layer), 0) + 1
+    if mode == "int8":
+        count_int8_search()
     token = _ACTIVE.set(mode)
     try:
         yield True

@@ -98,3 +98,24 @@ def test_train_resume_and_evaluate(tmp_path, capsys, preset):
     assert json.loads(capsys.readouterr().out) == record
     assert main(["evaluate", str(run), "--split", "test"]) == 2
     assert "no split 'test'" in capsys.readouterr().err
+
+
+def test_evaluate_says_when_int8_quantized_nothing(tmp_path, capsys, preset, monkeypatch):
+    from seqlab.tasks.algorithmic import AlgorithmicTask
+
+    run = tmp_path / "run"
+    assert main(["train", str(preset), "--run-dir", str(run)]) == 0
+    capsys.readouterr()
+    assert main(["evaluate", str(run), "--precision", "int8", "--json"]) == 0
+    out = capsys.readouterr()
+    assert json.loads(out.out)["precision"] == "int8" and "warning" not in out.err  # greedy ran
+
+    def no_search(self, model, split="valid"):  # an evaluation without a search
+        return {"loss": 1.0}
+
+    monkeypatch.setattr(AlgorithmicTask, "evaluate", no_search)
+    assert main(["evaluate", str(run), "--precision", "int8"]) == 0
+    out = capsys.readouterr()
+    assert "--precision int8 quantized nothing" in out.err
+    assert json.loads(out.out.splitlines()[-1])["precision"] == "fp32"
+    assert "decoded in fp32" in out.out.splitlines()[0]

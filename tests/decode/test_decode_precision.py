@@ -107,3 +107,21 @@ def test_int8_reaches_a_decoder_behind_a_step_wrapper(beam, monkeypatch):
     with torch.no_grad(), int8_linear.int8_decoding():
         out = decode_copy(model, examples(), settings(beam), block_unk=True)
     assert calls and len(out) == len(examples())
+
+
+def test_quantized_nothing_until_a_search_packs_in_int8():
+    from tests.nn.test_shared_kv import tiny_transformer
+
+    model = tiny_transformer()
+    src = torch.randint(4, 40, (2, 5))
+    mask = torch.ones(2, 5, dtype=torch.bool)
+    with torch.no_grad(), dp.decoding_context("int8", "cpu") as entered:
+        assert dp.quantized_nothing("int8", entered)
+        model.encode(src, mask)  # a forward without a search: nothing packed
+        assert dp.quantized_nothing("int8", entered)
+        from seqlab.decode import greedy
+
+        greedy(model, model.init_state(model.encode(src, mask), mask), 2, 1, 2, max_len=4)
+        assert not dp.quantized_nothing("int8", entered) and entered.searches == 1
+    with dp.decoding_context("bf16", "cpu") as entered:
+        assert not dp.quantized_nothing("bf16", entered)

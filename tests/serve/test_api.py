@@ -328,3 +328,9 @@ def test_requests_decode_in_int8_under_precision_int8(translation_model, monkeyp
     assert seen == [(True, False)]  # the decode thread asked for int8, without autocast
     assert main(["serve", "missing-run", "--precision", "int8", "--compile"]) == 2
     assert "--compile cannot decode in int8" in capsys.readouterr().err
+
+
+def test_int8_is_refused_where_no_search_decodes(classify_model, lm_model):
+    for loaded, endpoint in ((classify_model, "predict"), (lm_model, "generate")):
+        with pytest.raises(SeqlabError, match=f"served at /{endpoint} without one: use"):
+            create_app(loaded, Limits(), precision="int8")
