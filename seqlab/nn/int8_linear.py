@@ -120,7 +120,7 @@ def int8_product(x: Tensor, w: Int8Weight) -> Tensor:
     acc = torch._int_mm(x_hat, w.W_hat.t())  # (N, out) int32, exact
     y = acc * w.s_w  # (N, out) float32
     y = y.mul_(s_x) if w.bias is None else torch.addcmul(w.bias, y, s_x)
-    return y.reshape(*lead, -1)
+    return y.reshape(*lead, w.W_hat.shape[0])  # (..., out), zero rows too
 
 
 def int8_requested() -> bool:

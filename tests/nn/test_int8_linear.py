@@ -119,6 +119,8 @@ def test_each_row_is_independent_of_the_batch():
         assert torch.equal(batched[r : r + 1], q.int8_product(x[r : r + 1], w))
     three_d = q.int8_product(x.reshape(7, 1, 32), w)
     assert three_d.shape == (7, 1, 50) and torch.equal(three_d.reshape(7, 50), batched)
+    assert q.int8_product(x[:0], w).shape == (0, 50)  # no rows (every input of a batch done)
+    assert q.int8_product(x[:0].reshape(2, 0, 32), w).shape == (2, 0, 50)
 
 
 def test_packed_linears_pack_int8_only_inside_int8_decoding():
