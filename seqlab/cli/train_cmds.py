@@ -89,13 +89,14 @@ def format_table(rows: list[tuple[str, Any]]) -> str:
 
 def _cmd_evaluate(args: argparse.Namespace) -> int:
     from seqlab import api
-    from seqlab.decode.precision import quantized_nothing
+    from seqlab.decode.precision import quantized_nothing, resolve_decode_precision
 
     precision = decoding_precision(args)  # refused before the checkpoint is loaded
+    resolved = resolve_decode_precision(args.precision, args.device)  # "auto" made concrete
     loaded = api.load(args.path, data_dir=_data_dir(args), device=args.device)
     if args.src or args.ref:
         with precision:
-            return _evaluate_files(loaded, args)
+            return _evaluate_files(loaded, args, resolved)
     splits = getattr(loaded.task, "splits", None)
     if isinstance(splits, dict) and args.split not in splits:
         raise SeqlabError(
@@ -105,7 +106,7 @@ def _cmd_evaluate(args: argparse.Namespace) -> int:
         use_compiled_decoding(loaded)
     with precision as entered:
         metrics = loaded.evaluate(args.split)
-    decoded_in = args.precision
+    decoded_in = resolved
     if quantized_nothing(args.precision, entered):  # no search ran: nothing was int8
         decoded_in = "fp32"
         print(
@@ -132,7 +133,7 @@ def _cmd_evaluate(args: argparse.Namespace) -> int:
     return 0
 
 
-def _evaluate_files(loaded: Any, args: argparse.Namespace) -> int:
+def _evaluate_files(loaded: Any, args: argparse.Namespace, precision: str) -> int:
     """``seqlab evaluate CKPT --src F --ref F``: decode any parallel test set and score it."""
     from seqlab.cli.translate_cmd import print_file_scores
 
@@ -152,7 +153,7 @@ def _evaluate_files(loaded: Any, args: argparse.Namespace) -> int:
         hyp_path=args.hyp,
         **search_overrides(args),
     )
-    result["precision"] = args.precision  # of the decoding (--precision)
+    result["precision"] = precision  # of the decoding (--precision, "auto" resolved)
     print_file_scores(result, as_json=args.json)
     return 0
 

@@ -77,6 +77,10 @@ def test_cli_translate_and_evaluate_decode_in_int8(
     assert json.loads(capsys.readouterr().out)["precision"] == "int8"
     assert main([*argv, "--precision", "bf16"]) == 0
     assert "(3 sentences, beam 3, decoded in bf16)" in capsys.readouterr().out
+    assert main([*argv, "--precision", "auto", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["precision"] == dp.resolve_decode_precision(
+        "auto", "cpu"
+    )
 
 
 def test_cli_refuses_int8_with_compile_or_a_gpu_before_loading(tmp_path, capsys):
