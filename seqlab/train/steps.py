@@ -42,6 +42,19 @@ class NonFiniteLossError(SeqlabError, FloatingPointError):
     """The loss or the gradient norm became NaN/inf and ``train.nonfinite=stop``."""
 
 
+def mark_updated(optimizer: torch.optim.Optimizer) -> None:
+    """Bump the version counter of every parameter ``optimizer`` updates.
+
+    A fused step (``torch.optim.Adam(fused=True)``, what seqlab trains with on CPU and GPU)
+    writes the weights in place without bumping it (torch 2.13; tested), so caches keyed on
+    it would keep an earlier step's weights: the searches' packed weights
+    (``seqlab.nn.packed_linear``), which a validation decode under bf16 autocast or int8
+    uses, and the compiled decoder step's weight check (``seqlab.decode.compiled``)."""
+    params = [p for group in optimizer.param_groups for p in group["params"]]
+    with torch.no_grad():
+        torch.autograd.graph.increment_version(params)
+
+
 @dataclass
 class StepStats:
     """What one optimizer step measured, summed over every rank and microbatch.
@@ -140,6 +153,7 @@ def apply_update(
             scaler.update()
         else:
             optimizer.step()
+        mark_updated(optimizer)
     elif scaling:
         scaler.update()
     schedule.step()
