@@ -16,7 +16,11 @@ every ``nn.Linear`` of ``module`` (the encoder's too, packed once and unused) an
 ``linear()`` call (``tied_logits``) multiplies by a packed copy of its weight. The copy is
 made on first use and kept for later searches until the weight changes (its version) or
 dies (``packed_weight``): packing costs 90–280 µs a weight here, more than a short search
-saves on a small model. Elsewhere it does nothing. The packed product uses
+saves on a small model. A fused optimizer step (``torch.optim.Adam(fused=True)``) changes
+weights without bumping their version: after one, call
+``torch.autograd.graph.increment_version`` on them, as ``seqlab.train.steps.apply_update``
+does, or a later search decodes with the weights of an earlier one. Elsewhere it does
+nothing. The packed product uses
 ``torch.ops.mkldnn``'s ``_reorder_linear_weight`` / ``_linear_pointwise``, the ops inductor
 emits.
 

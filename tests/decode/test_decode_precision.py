@@ -12,7 +12,7 @@ import torch
 
 from seqlab.decode import precision as dp
 from seqlab.nn import int8_linear, packed_linear
-from seqlab.train.precision import PrecisionError
+from seqlab.train.precision import PrecisionError, cpu_has_fast_bf16, read_cpu_flags
 from tests.tasks.test_translation import _one_thread, prepared  # noqa: F401
 from tests.tasks.test_translation_search_settings import (  # noqa: F401
     SENTENCES,
@@ -31,7 +31,8 @@ def test_each_precision_enters_its_context():
         assert torch.get_autocast_dtype("cpu") == torch.bfloat16
     with dp.decoding_context("fp32", "cpu"):
         assert not torch.is_autocast_enabled("cpu") and not int8_linear.int8_requested()
-    assert dp.resolve_decode_precision("auto", "cpu") in ("bf16", "fp32")
+    fast = cpu_has_fast_bf16(read_cpu_flags())
+    assert dp.resolve_decode_precision("auto", "cpu") == ("bf16" if fast else "fp32")
 
 
 def test_refusals_say_what_to_do():
