@@ -242,9 +242,8 @@ def run_preset(
             data, run_dir=run_dir, data_dir=data_dir, overrides=texts, overwrite=True, quiet=quiet
         )
     summary = run.metrics
-    best, final = summary.get("best") or {}, summary.get("valid") or {}
-    use_best = best.get("value") is not None and best["value"] < final.get(best["metric"], 1e300)
-    loaded = api.load(run_dir, data_dir=data_dir, prefer="best" if use_best else "latest")
+    # checkpoints/best: the best validation, the last step's included
+    loaded = api.load(run_dir, data_dir=data_dir, prefer="best")
     task = loaded.task
     valid = loaded.evaluate("valid")
     test = loaded.evaluate("test") if "test" in task.corpus.splits else None

@@ -124,12 +124,6 @@ def run_model(
         quiet=quiet,
     )
     summary = run.metrics
-    best, final = summary.get("best") or {}, summary.get("valid") or {}
-    use_best = (
-        best.get("step") is not None
-        and best.get("value") is not None
-        and best["value"] > final.get("bleu_lc", float("-inf"))
-    )
     if average:
         from seqlab.train.averaging import average_checkpoints, last_checkpoints
 
@@ -137,7 +131,9 @@ def run_model(
         average_checkpoints(last_checkpoints(run_dir, average), averaged)
         loaded = api.load(averaged, data_dir=data_dir)
     else:
-        loaded = api.load(run_dir, data_dir=data_dir, prefer="best" if use_best else "latest")
+        # checkpoints/best: the best validation, the last step's included (an off-schedule
+        # stop validates it), so it is the last model whenever that scores best
+        loaded = api.load(run_dir, data_dir=data_dir, prefer="best")
     beam = loaded.task.cfg.test_beam
     scored = loaded.evaluate("test")
     loaded.task.cfg = dataclasses.replace(loaded.task.cfg, test_beam=1)

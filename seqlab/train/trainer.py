@@ -309,14 +309,13 @@ class Trainer:
                 stopped = "max_steps"
             if stopped is None and self._out_of_time():
                 stopped = "max_minutes"
+            if stopped is not None:  # before the save, so that its state holds this validation
+                self._validate_final()
             if self.step % t.save_every == 0 or stopped is not None:
                 trainer_io.save_step(self)
         if self.window.steps and self.step > first_step:
             self._log()
-        if self.last_valid is None or self.last_valid[0] != self.step:
-            self.last_valid = (self.step, self._evaluate("valid"))
-            if self.dist.is_main:
-                self._record_valid("final", self.last_valid[1], improved=False)
+        self._validate_final()  # a resumed run that had nothing left to do
         return trainer_io.finish(self, stopped)
 
     def _autocast(self) -> Any:
@@ -405,6 +404,20 @@ class Trainer:
             if improved:
                 trainer_io.save_best(self, metrics)
         return self.early.should_stop
+
+    def _validate_final(self) -> None:
+        """Validate the last step when the schedule did not (a stop on ``max_minutes``,
+        ``max_epochs``, or ``max_steps`` off ``valid_every``). It competes for
+        ``checkpoints/best`` but not for patience (``seqlab.train.validation``)."""
+        if self.last_valid is not None and self.last_valid[0] == self.step:
+            return
+        metrics = self._evaluate("valid")
+        improved = self.early.update(metrics, self.step, scheduled=False)
+        self.last_valid = (self.step, metrics)
+        if self.dist.is_main:
+            self._record_valid("final", metrics, improved)
+            if improved:
+                trainer_io.save_best(self, metrics)
 
     def _record_valid(self, event: str, metrics: dict[str, float], improved: bool) -> None:
         record = {
