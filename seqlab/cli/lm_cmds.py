@@ -1,8 +1,8 @@
 """``seqlab generate`` and ``seqlab score``: use a trained language model (docs/lm.md).
 
     seqlab generate RUN_OR_CHECKPOINT [--prompt TEXT] [--max-tokens N] [--temperature T]
-                    [--top-k K] [--top-p P] [--seed S]
-    seqlab score RUN_OR_CHECKPOINT TEXT [--json]
+                    [--top-k K] [--top-p P] [--seed S] [--precision fp32|bf16|fp16|int8|auto]
+    seqlab score RUN_OR_CHECKPOINT TEXT [--json] [--precision fp32|bf16|fp16|auto]
 
 ``generate`` prints the prompt followed by N sampled tokens (the same seed gives the same
 text). ``score`` prints log P(TEXT) (natural log and log10, the sentence's perplexity) and
@@ -10,6 +10,11 @@ a table of every token with p(token | everything before it) and ln p; ``--json``
 one JSON object instead. The checkpoint carries its config and vocabulary, so neither
 command needs the training data. Errors (missing checkpoint, empty prompt, characters a
 character model never saw) print one line and exit with code 2.
+
+``--precision`` (default fp32) is decoding's (``seqlab.decode.precision``): bf16/fp16
+autocast, and for ``generate`` also int8 linear layers in the sampler's steps (a CPU); the
+prompt is read in fp32 under int8. ``score`` has no int8: it runs no search, and its
+log-probabilities are fp32's unless bf16/fp16 is asked for.
 """
 
 from __future__ import annotations
@@ -36,15 +41,19 @@ def _load_lm(args: argparse.Namespace) -> Any:
 
 
 def _cmd_generate(args: argparse.Namespace) -> int:
+    from seqlab.decode.precision import decoding_context
+
+    precision = decoding_context(args.precision, args.device)  # refused before loading
     loaded = _load_lm(args)
-    text = loaded.generate(
-        args.prompt,
-        max_tokens=args.max_tokens,
-        temperature=args.temperature,
-        top_k=args.top_k,
-        top_p=args.top_p,
-        seed=args.seed,
-    )
+    with precision:  # entered once: int8_decoding() is a one-shot context
+        text = loaded.generate(
+            args.prompt,
+            max_tokens=args.max_tokens,
+            temperature=args.temperature,
+            top_k=args.top_k,
+            top_p=args.top_p,
+            seed=args.seed,
+        )
     prompt = args.prompt or ""
     joiner = " " if prompt and not loaded.task.is_char and not prompt.endswith("\n") else ""
     print(prompt + joiner + text)
@@ -68,9 +77,13 @@ def format_score(result: Any) -> str:
 
 
 def _cmd_score(args: argparse.Namespace) -> int:
+    from seqlab.decode.precision import decoding_context
+
+    precision = decoding_context(args.precision, args.device)  # refused before loading
     loaded = _load_lm(args)
     text = " ".join(args.items)
-    result = loaded.score(text)
+    with precision:
+        result = loaded.score(text)
     if args.json:
         print(json.dumps(result.to_dict(), ensure_ascii=False))
     else:
@@ -86,6 +99,8 @@ def _common(p: argparse.ArgumentParser) -> None:
 
 def add_commands(sub: argparse._SubParsersAction) -> None:
     """Register ``generate`` and ``score`` on the top-level parser's subcommands."""
+    from seqlab.cli.translate_cmd import add_precision_option
+
     p = sub.add_parser("generate", help="sample text from a trained language model")
     _common(p)
     p.add_argument("--prompt", default=None, help="text to continue (default: a line start)")
@@ -94,6 +109,7 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--top-k", type=int, default=0, help="keep the K most probable (0 = all)")
     p.add_argument("--top-p", type=float, default=1.0, help="nucleus mass P (1 = all)")
     p.add_argument("--seed", type=int, default=0, help="sampling seed (same seed, same text)")
+    add_precision_option(p, "sample")
     p.set_defaults(func=_cmd_generate)
 
     p = sub.add_parser("score", help="log P of a sentence under a language model")
@@ -101,4 +117,5 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
     # "items": seqlab.cli.main appends arguments found after options to args.items
     p.add_argument("items", nargs="+", metavar="TEXT", help="the sentence (words joined)")
     p.add_argument("--json", action="store_true", help="one JSON object")
+    add_precision_option(p, "score", int8=False)
     p.set_defaults(func=_cmd_score)

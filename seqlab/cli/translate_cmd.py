@@ -167,12 +167,19 @@ def add_search_arguments(p: argparse.ArgumentParser) -> None:
         help="Transformer only: decode through the compiled, weight-frozen decoder step "
         "(a first compile of ~1 min, then faster steps; docs/decoding.md)",
     )
+    add_precision_option(p, "decode")
+
+
+def add_precision_option(p: argparse.ArgumentParser, verb: str, int8: bool = True) -> None:
+    """``--precision`` for a command that decodes (``seqlab.decode.precision``)."""
+    choices = ["fp32", "bf16", "fp16", "int8", "auto"] if int8 else ["fp32", "bf16", "fp16", "auto"]
+    with_int8 = ", or with int8 linear layers (CPU)" if int8 else " (no int8: no search runs)"
     p.add_argument(
         "--precision",
-        choices=["fp32", "bf16", "fp16", "int8", "auto"],
+        choices=choices,
         default="fp32",
-        help="decode in fp32 (default), under bf16/fp16 autocast, or with int8 linear "
-        "layers (CPU); auto: bf16 where the device has it fast, else fp32 (docs/decoding.md)",
+        help=f"{verb} in fp32 (default), under bf16/fp16 autocast{with_int8}; auto: bf16 "
+        "where the device has it fast, else fp32 (docs/decoding.md)",
     )
 
 

@@ -21,6 +21,7 @@ from torch import Tensor
 
 from seqlab.decode.greedy import MaxLen, argmax_token, decode_one_per_row, limit_meta
 from seqlab.decode.state import DecodeResult, StepDecoder
+from seqlab.nn.packed_linear import with_packed_linears
 from seqlab.registry import SEARCHES
 
 
@@ -86,6 +87,7 @@ def sampling_distribution(
 
 
 @torch.no_grad()
+@with_packed_linears  # as greedy: packed bf16 / int8 weights (docs/perf-notes-decoding.md §34)
 def sample(
     decoder: StepDecoder,
     state: Any,

@@ -26,10 +26,10 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 import torch
-import torch.nn.functional as F
 from torch import Tensor, nn
 
 from seqlab.nn.embedding import tied_logits
+from seqlab.nn.packed_linear import linear
 
 
 @dataclass
@@ -175,7 +175,7 @@ class VocabProjection(nn.Module):
             if E is None:
                 raise ValueError("a tied VocabProjection needs the embedding matrix E")
             return tied_logits(h, E, self.b)  # (B, [T,] V)
-        return F.linear(h, self.W_out, self.b)  # (B, [T,] V)
+        return linear(h, self.W_out, self.b)  # (B, [T,] V); packed inside a search
 
 
 # --------------------------------------------------------------------------- prompts, scores

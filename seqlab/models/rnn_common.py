@@ -35,6 +35,7 @@ from torch import Tensor, nn
 from seqlab.nn.attention import AdditiveScore
 from seqlab.nn.cells import GRUCell, LSTMCell
 from seqlab.nn.embedding import Embedding
+from seqlab.nn.packed_linear import linear
 from seqlab.nn.recurrent import Recurrent
 
 
@@ -203,7 +204,8 @@ class RNNEncoderDecoder(nn.Module):
     def vocab_logits(self, t: Tensor) -> Tensor:
         """logits = W_out dropout(t) + b_out.  (B, [T,] D_out) -> (B, [T,] V)."""
         W = self.tgt_embed.weight if self.W_out is None else self.W_out  # (V, D_out)
-        return F.linear(F.dropout(t, self.dropout, self.training), W, self.b_out)  # (B, [T,] V)
+        # linear: F.linear, on a packed bf16 / int8 W inside a search (seqlab.nn.packed_linear)
+        return linear(F.dropout(t, self.dropout, self.training), W, self.b_out)  # (B, [T,] V)
 
     # --- per model -----------------------------------------------------------------------
 

@@ -108,11 +108,11 @@ class Server:
         self.precision = resolve_decode_precision(precision, self.device)
         self.task = loaded.config.task
         self.endpoint = endpoint_of(self.task)
-        if self.precision == "int8" and self.endpoint != "translate":
+        if self.precision == "int8" and self.endpoint not in ("translate", "generate"):
             raise SeqlabError(
-                f"precision int8 quantizes the linear layers of greedy and beam search "
-                f"only; a '{self.task}' run is served at /{self.endpoint} without one: "
-                "use --precision fp32 or bf16"
+                f"precision int8 quantizes the linear layers of greedy, beam search and "
+                f"sampling only; a '{self.task}' run is served at /{self.endpoint} without "
+                "one: use --precision fp32 or bf16"
             )
         self.batcher = MicroBatcher(
             self.run, limits.batch_wait_ms, limits.batch_texts, limits.max_pending

@@ -73,12 +73,12 @@ class _NeverSpecial:
     ``<s>``; for characters also ``</s>`` and ``<unk>``), so that sampling emits only text."""
 
     def __init__(self, model: nn.Module, banned: list[int], V: int) -> None:
-        self.model = model
+        self.decoder = model  # the name ``seqlab.nn.packed_linear.module_to_pack`` unwraps
         self.ban = torch.zeros(V, dtype=torch.bool, device=next(model.parameters()).device)
         self.ban[banned] = True  # (V,)
 
     def step(self, y_prev: Tensor, state: Any) -> tuple[Tensor, Any]:
-        logits, state = self.model.step(y_prev, state)  # (B, V)
+        logits, state = self.decoder.step(y_prev, state)  # (B, V)
         return logits.masked_fill(self.ban, float("-inf")), state  # (B, V)
 
 

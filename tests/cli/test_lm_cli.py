@@ -67,6 +67,33 @@ def test_score_prints_log_p_equal_to_the_sum_of_its_tokens(run_dir, capsys):
     assert sum(float(r.split()[-1]) for r in rows) == pytest.approx(record["log_prob"], abs=5e-4)
 
 
+def test_generate_and_score_in_a_precision_equal_the_api_inside_its_context(
+    run_dir, capsys, monkeypatch
+):
+    from seqlab.decode.precision import decoding_context
+    from seqlab.nn import packed_linear as pl
+
+    products = []
+    real = pl.int8_product
+    monkeypatch.setattr(pl, "int8_product", lambda *a: products.append(1) or real(*a))
+    loaded = api.load(run_dir)
+    for precision in ("int8", "bf16"):
+        args = ("--max-tokens", 40, "--seed", 3, "--temperature", 0.7, "--precision", precision)
+        code, out, _ = _main(capsys, "generate", run_dir, "--prompt", "to be", *args)
+        with decoding_context(precision, "cpu"):
+            text = loaded.generate("to be", max_tokens=40, temperature=0.7, seed=3)
+        assert code == 0 and out == "to be" + text + "\n"
+        if precision == "int8":  # every sampling step's output layer ran in int8, twice
+            assert len(products) == 2 * 40
+    code, out, _ = _main(capsys, "score", run_dir, "to be", "--json", "--precision", "bf16")
+    with decoding_context("bf16", "cpu"):
+        expected = loaded.score("to be").log_prob
+    assert code == 0 and json.loads(out)["log_prob"] == expected
+    with pytest.raises(SystemExit) as exit_:  # argparse's own exit: scoring runs no search
+        _main(capsys, "score", run_dir, "to be", "--precision", "int8")
+    assert exit_.value.code == 2 and "invalid choice: 'int8'" in capsys.readouterr().err
+
+
 @pytest.mark.parametrize(
     "argv, message",
     [

@@ -15,7 +15,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from seqlab.decode import beam_search, greedy
+from seqlab.decode import beam_search, greedy, sample
 from seqlab.nn import int8_linear as q
 from seqlab.nn import packed_linear as pl
 from tests.nn.test_shared_kv import tiny_transformer
@@ -216,6 +216,47 @@ def test_int8_beam_one_equals_int8_greedy():
             alpha=0.0,
         )
     assert torch.equal(g.tokens, b.tokens[:, 0])
+
+
+def test_int8_sampling_packs_and_temperature_zero_is_int8_greedy(monkeypatch):
+    model = tiny_transformer()
+    torch.manual_seed(8)
+    src = torch.randint(4, 40, (3, 6))
+    src_mask = torch.ones(3, 6, dtype=torch.bool)
+    calls = []
+    real = pl.int8_product
+    monkeypatch.setattr(pl, "int8_product", lambda *a: calls.append(1) or real(*a))
+    with torch.no_grad(), q.int8_decoding() as use:
+        g = _decode(model, src, src_mask, 1)
+        n = len(calls)
+        state = model.init_state(model.encode(src, src_mask), src_mask)
+        s = sample(model, state, 3, 1, 2, max_len=9, temperature=0.0, pad_id=0)
+    assert len(calls) > n and use.searches == 2  # the sampler's steps ran in int8 too
+    assert torch.equal(g.tokens, s.tokens) and torch.equal(g.scores, s.scores)
+
+
+@pytest.mark.parametrize("name", ["bahdanau", "sutskever"])
+def test_an_rnn_seq2seq_output_layer_is_packed_in_int8_and_bf16(name, monkeypatch):
+    # vocab_logits is a functional linear (its W may be the tied embedding): packed too
+    from tests.decode.test_static_state import CASES, V
+
+    case = CASES[name]()
+    model = case.model.float()
+    shapes = []
+    real = pl.packed_weight
+    monkeypatch.setattr(pl, "packed_weight", lambda w, *a: shapes.append(w.shape) or real(w, *a))
+
+    def decode():
+        greedy(model, case.state(), case.B, case.bos, case.eos, max_len=6, pad_id=case.pad)
+
+    with torch.no_grad(), q.int8_decoding():
+        decode()
+    assert any(s[0] == V for s in shapes)  # the (V, D_out) output weight
+    if pl._bf16_packing_available():
+        shapes.clear()
+        with torch.no_grad(), torch.autocast("cpu", dtype=torch.bfloat16):
+            decode()
+        assert any(s[0] == V for s in shapes)
 
 
 def test_outside_int8_decoding_f_linear_is_untouched():

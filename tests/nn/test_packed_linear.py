@@ -10,7 +10,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from seqlab.decode import beam_search, greedy
+from seqlab.decode import beam_search, greedy, sample
 from seqlab.nn import packed_linear as pl
 from tests.nn.test_shared_kv import tiny_transformer
 
@@ -77,8 +77,8 @@ def test_restored_after_an_error_and_not_reentrant():
 
 
 @needs_bf16
-@pytest.mark.parametrize("beam", [1, 3])
-def test_decodes_are_the_same_with_and_without_packing(beam, monkeypatch):
+@pytest.mark.parametrize("search", ["greedy", "beam", "sample"])
+def test_decodes_are_the_same_with_and_without_packing(search, monkeypatch):
     model = tiny_transformer()
     torch.manual_seed(1)
     src = torch.randint(4, 40, (5, 7))
@@ -90,13 +90,16 @@ def test_decodes_are_the_same_with_and_without_packing(beam, monkeypatch):
     def run():
         with torch.no_grad(), bf16_autocast():
             state = model.init_state(model.encode(src, src_mask), src_mask)
-            if beam == 1:
+            if search == "greedy":
                 return greedy(model, state, 5, 1, 2, max_len=9, pad_id=0)
-            return beam_search(model, state, 5, 1, 2, max_len=9, beam_size=beam, pad_id=0)
+            if search == "sample":
+                g = torch.Generator().manual_seed(5)
+                return sample(model, state, 5, 1, 2, max_len=9, top_k=5, generator=g, pad_id=0)
+            return beam_search(model, state, 5, 1, 2, max_len=9, beam_size=3, pad_id=0)
 
     monkeypatch.setattr(pl, "_packed_product", lambda *a: calls.append(1) or real(*a))
     packed = run()
-    assert calls  # the searches packed the decoder's linear layers and the output layer
+    assert calls  # the search packed the decoder's linear layers and the output layer
     monkeypatch.setattr(pl, "packing_applies", lambda module: False)
     n = len(calls)
     plain = run()

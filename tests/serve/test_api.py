@@ -330,7 +330,18 @@ def test_requests_decode_in_int8_under_precision_int8(translation_model, monkeyp
     assert "--compile cannot decode in int8" in capsys.readouterr().err
 
 
-def test_int8_is_refused_where_no_search_decodes(classify_model, lm_model):
-    for loaded, endpoint in ((classify_model, "predict"), (lm_model, "generate")):
-        with pytest.raises(SeqlabError, match=f"served at /{endpoint} without one: use"):
-            create_app(loaded, Limits(), precision="int8")
+def test_int8_is_refused_where_no_search_decodes(classify_model):
+    with pytest.raises(SeqlabError, match="served at /predict without one: use"):
+        create_app(classify_model, Limits(), precision="int8")
+
+
+def test_generate_in_int8_equals_the_cli(lm_model, lm_dir, capsys):
+    body = {"prompt": "to be", "max_tokens": 30, "temperature": 0.8, "top_k": 5, "seed": 3}
+    with TestClient(create_app(lm_model, Limits(), precision="int8")) as client:
+        r = client.post("/generate", json=body)
+    assert r.status_code == 200
+    argv = ["generate", str(lm_dir), "--max-tokens", "30", "--temperature", "0.8"]
+    argv += ["--top-k", "5", "--seed", "3", "--prompt", "to be", "--precision", "int8"]
+    capsys.readouterr()
+    assert main(argv) == 0
+    assert r.json()["text"] + "\n" == capsys.readouterr().out
