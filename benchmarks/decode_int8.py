@@ -1,6 +1,7 @@
 """Eager decoding in fp32, bf16 and int8 (``seqlab.decode.precision``; perf-notes-decoding §40).
 
     python benchmarks/decode_int8.py [--searches 1,5] [--reps 7] [--threads 2] [--no-bf16]
+        [--model transformer|luong|bahdanau|sutskever|cho]
 
 The workload of ``benchmarks/peers.py``'s decoding section (random-weight small
 Transformer, d 256, 3 + 3 layers, vocabulary 8,000; 100 sources in batches of 32; exactly
@@ -15,6 +16,11 @@ over fp32 (median over repetitions of fp32's time / its time), and the share of 
 whose 1-best equals fp32's. A random-weight model's scores are close together, so that
 share is a lower bound on what a trained model keeps; the BLEU of a trained model in each
 precision is ``seqlab evaluate RUN --split test --precision fp32|bf16|int8``.
+
+``--model`` other than ``transformer``: the same sources and searches, decoded by that
+RNN seq2seq preset (``configs/multi30k-<model>.yaml``, source and target vocabulary as the
+Transformer's, random weights, seed 0); its output layer and attention's linear layers
+are what int8 quantizes (perf-notes-int8.md §42), its LSTM / GRU cells stay float32.
 """
 
 from __future__ import annotations
@@ -40,6 +46,20 @@ def same_share(best: list, base: list) -> float:
     return same / sum(b.size(0) for b in base)
 
 
+def rnn_preset(name: str, vocab: int) -> torch.nn.Module:
+    """The RNN seq2seq preset ``configs/multi30k-<name>.yaml`` at ``vocab`` (source and
+    target), random weights from seed 0, in eval mode."""
+    import seqlab.models  # noqa: F401  (registers the model families)
+    from seqlab.registry import MODELS
+    from seqlab.run_config import resolve_run
+
+    root = Path(__file__).resolve().parent.parent
+    cfg = resolve_run(root / "configs" / f"multi30k-{name}.yaml")
+    torch.manual_seed(0)
+    entry = MODELS.get(cfg.model)
+    return entry.target(cfg.model_cfg, src_vocab=vocab, tgt_vocab=vocab, pad_id=0).eval()
+
+
 def main(argv: list[str] | None = None) -> list[str]:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--searches", default="1,5", help="beam widths; 1 = greedy")
@@ -49,17 +69,25 @@ def main(argv: list[str] | None = None) -> list[str]:
     p.add_argument("--threads", type=int, default=2)
     p.add_argument("--no-bf16", action="store_true", help="fp32 and int8 only")
     p.add_argument("--tiny", action="store_true", help="tiny shapes (a smoke test)")
+    p.add_argument(
+        "--model",
+        choices=["transformer", "luong", "bahdanau", "sutskever", "cho"],
+        default="transformer",
+        help="the peers' Transformer, or an RNN seq2seq preset's shape",
+    )
     args = p.parse_args(argv)
     size = pm.TINY if args.tiny else pm.SMALL
     model, batches = decode_workload(size, args.sentences, 32, args.threads)
+    if args.model != "transformer":
+        model = rnn_preset(args.model, size.vocab)
     precisions = ["fp32", "int8"]
     if not args.no_bf16 and cpu_has_fast_bf16(read_cpu_flags()):
         precisions.insert(1, "bf16")
     head = " | ".join(f"{q} ms / step" for q in precisions)
     vs = " | ".join(f"{q} vs fp32 | {q} same 1-best" for q in precisions[1:])
     rows = [f"| search | {head} | {vs} |", "|---" + "|---:" * (3 * len(precisions) - 2) + "|"]
-    print(f"{args.sentences} sentences, {args.new_tokens} new tokens, {args.reps} reps, "
-          f"{args.threads} threads, torch {torch.__version__}")  # fmt: skip
+    print(f"{args.model}: {args.sentences} sentences, {args.new_tokens} new tokens, "
+          f"{args.reps} reps, {args.threads} threads, torch {torch.__version__}")  # fmt: skip
     print("\n".join(rows), flush=True)
     n = args.new_tokens
     for beam in (int(b) for b in args.searches.split(",")):
