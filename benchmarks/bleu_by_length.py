@@ -22,6 +22,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import datetime
+import os
 import random
 import shlex
 import sys
@@ -31,7 +32,7 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:  # run as a plain script
     sys.path.insert(0, str(ROOT))
 
-from benchmarks.results_doc import write_section  # noqa: E402
+from benchmarks.results_doc import beside_out, write_section  # noqa: E402
 from seqlab import api  # noqa: E402
 from seqlab.data.multi30k import locate_multi30k  # noqa: E402
 from seqlab.data.readers import read_parallel  # noqa: E402
@@ -146,9 +147,9 @@ def verdict(g: list[float | None] | None, ci: tuple[float, float] | None = None)
     return f"not reproduced here: the attention models' lead is {lead} (per bucket: {shape})"
 
 
-def _link(png: str) -> str:
-    """The PNG's path as seen from docs/results.md."""
-    return png[len("docs/") :] if png.startswith("docs/") else png
+def _link(png: Path, out: str) -> str:
+    """The PNG's path as seen from the results file ``out``."""
+    return os.path.relpath(png, Path(out).resolve().parent)
 
 
 def main(argv: list[str] | None = None) -> str:
@@ -158,7 +159,7 @@ def main(argv: list[str] | None = None) -> str:
     p.add_argument("--runs-dir", default="runs")
     p.add_argument("--data-dir", default=str(api.default_data_dir() or ""))
     p.add_argument("--out", default="docs/results.md")
-    p.add_argument("--png", default="docs/figures/bleu-by-length.png")
+    p.add_argument("--png", help="the figure (default: docs/figures/ or beside --out)")
     p.add_argument(
         "--min-bucket",
         type=int,
@@ -184,7 +185,7 @@ def main(argv: list[str] | None = None) -> str:
     edges = merge_sparse_tail(src, LENGTH_EDGES, args.min_bucket)
     table = {m: bleu_by_length(src, hyps[m], ref, edges) for m in models}
     ci = growth_interval(src, hyps, ref, edges, args.bootstrap)
-    png = Path(args.png)
+    png = Path(args.png) if args.png else beside_out(args.out, "bleu-by-length.png")
     png.parent.mkdir(parents=True, exist_ok=True)
     plot_bleu_by_length(table, png, title="Multi30k test2016 de→en, beam 5")
     text = bucket_table(table)
@@ -214,7 +215,7 @@ def main(argv: list[str] | None = None) -> str:
             "",
             text,
             "",
-            f"![BLEU by source length]({_link(args.png)})",
+            f"![BLEU by source length]({_link(png, args.out)})",
             "",
             f"Verdict on the notes' claim (attention helps most on long sentences): {said}.",
         ]

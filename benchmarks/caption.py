@@ -37,7 +37,7 @@ from seqlab.inspect.captions import CaptionPanel, plot_caption_attention
 ROOT = Path(__file__).resolve().parent.parent
 if __package__ in (None, ""):  # run as a script: make the sibling benchmark importable
     sys.path.insert(0, str(ROOT))
-from benchmarks.results_doc import machine_description, write_section  # noqa: E402
+from benchmarks.results_doc import beside_out, machine_description, write_section  # noqa: E402
 
 HEADING = "## Attention captioning"
 TARGET_BLEU4 = 0.6
@@ -162,7 +162,7 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     p.add_argument("--minutes", type=float, default=25.0, help="training budget (minutes)")
     p.add_argument("--preset", default=str(ROOT / "configs" / "scenes-caption.yaml"))
     p.add_argument("--out", default=str(ROOT / "docs" / "results.md"), help="markdown file")
-    p.add_argument("--figure", default=str(ROOT / "docs" / "figures" / "caption-attention.png"))
+    p.add_argument("--figure", help="the PNG (default: docs/figures/ or beside --out)")
     p.add_argument("--n-figure", type=int, default=4, help="test scenes in the figure")
     p.add_argument("--runs-dir", default="runs", help="the run goes to RUNS/bench-caption")
     p.add_argument("--verbose", action="store_true", help="show the trainer's progress")
@@ -193,7 +193,8 @@ def main(argv: list[str] | None = None) -> dict[str, dict[str, float]]:
     loaded = api.load(run_dir)  # best validation train.early_stop_metric
     valid = loaded.evaluate("valid")
     test = loaded.evaluate("test")
-    figure = write_figure(loaded, Path(args.figure), args.n_figure)
+    path = Path(args.figure) if args.figure else beside_out(args.out, "caption-attention.png")
+    figure = write_figure(loaded, path, args.n_figure)
     t = cfg.task_cfg
     info = {
         "beam": t.test_beam,

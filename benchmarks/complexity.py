@@ -25,7 +25,7 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:  # run as a plain script
     sys.path.insert(0, str(ROOT))
 
-from benchmarks.results_doc import machine_description, write_section  # noqa: E402
+from benchmarks.results_doc import beside_out, machine_description, write_section  # noqa: E402
 from seqlab.inspect import complexity as cx  # noqa: E402
 from seqlab.inspect.complexity_table import (  # noqa: E402
     exponent_table,
@@ -100,7 +100,7 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     p.add_argument("--repeats", type=int, default=None, help="timings per point (median)")
     p.add_argument("--batch", type=int, default=None, help="batch size B")
     p.add_argument("--out", default=str(ROOT / "docs" / "results.md"), help="markdown file")
-    p.add_argument("--figures", default=str(ROOT / "docs" / "figures"), help="PNG/JSON folder")
+    p.add_argument("--figures", help="PNG/JSON folder (default: docs/figures, or --out's)")
     args = p.parse_args(argv)
     args.families = [f.strip() for f in args.families.split(",") if f.strip()]
     unknown = sorted(set(args.families) - set(cx.FAMILIES))
@@ -116,7 +116,7 @@ def main(argv: list[str] | None = None) -> dict:
     changes = {k: v for k, v in (("repeats", args.repeats), ("batch", args.batch)) if v}
     sweep = dataclasses.replace(sweep, **changes)
     record = cx.run_sweep(sweep, args.families, log=lambda line: print(line, flush=True))
-    figures = Path(args.figures)
+    figures = Path(args.figures) if args.figures else beside_out(args.out, "x").parent
     json_path = write_json(figures / "complexity.json", record)
     png = plot_against_t(record, figures / "complexity.png")
     out = Path(args.out)

@@ -49,7 +49,7 @@ import torch  # noqa: E402
 
 from benchmarks import peers_models as pm  # noqa: E402
 from benchmarks import peers_train as ptrain  # noqa: E402
-from benchmarks.results_doc import machine_description, write_section  # noqa: E402
+from benchmarks.results_doc import beside_out, machine_description, write_section  # noqa: E402
 from seqlab import api  # noqa: E402
 from seqlab.data.collate import Seq2SeqBatch  # noqa: E402
 from seqlab.inspect.figures import markdown_table, write_json  # noqa: E402
@@ -184,7 +184,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     p.add_argument("--threads", type=int)
     p.add_argument("--data-dir", help="holds multi30k/ (default ../shared/data, else data/)")
     p.add_argument("--out", default=str(ROOT / "docs" / "results.md"))
-    p.add_argument("--json", default=str(ROOT / "docs" / "figures" / "convergence.json"))
+    p.add_argument("--json", help="the curves (default: docs/figures/ or beside --out)")
     p.add_argument("--merge", nargs="+", metavar="JSON", help="combine earlier records")
     p.add_argument("--reference", metavar="JSON", help="reuse the nn curves of this record")
     args = p.parse_args(argv)
@@ -273,7 +273,7 @@ def _write(record: dict[str, Any], args: argparse.Namespace) -> dict[str, Any]:
     section = render(record)
     print("\n" + section)
     write_section(Path(args.out), section, HEADING)
-    write_json(args.json, record)
+    write_json(args.json or beside_out(args.out, "convergence.json"), record)
     return record
 
 

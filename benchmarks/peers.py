@@ -20,7 +20,8 @@ Sections (each: every variant round-robin, median of repetitions after warm-up):
 
 A peer whose library is missing gets a row saying "not installed" (``pip install -e
 '.[bench]'`` installs them). Writes the section ``## Performance vs peers`` of ``--out``
-(docs/results.md) and the record ``--json`` (docs/figures/peers.json). Nothing else may
+(docs/results.md) and the record ``--json`` (docs/figures/peers.json; beside ``--out`` when
+``--out`` is another file). Nothing else may
 run on the machine meanwhile (PEERS.md: a pip install halved the GEMM rate).
 
 ``--device cuda`` runs every section on the GPU (models, batches, autocast and the matmul
@@ -54,7 +55,7 @@ from benchmarks import peers_report as report  # noqa: E402
 from benchmarks import peers_rnn as prnn  # noqa: E402
 from benchmarks import peers_train as ptrain  # noqa: E402
 from benchmarks.peers_timing import Timing, matmul_peak, round_robin  # noqa: E402
-from benchmarks.results_doc import machine_description, write_section  # noqa: E402
+from benchmarks.results_doc import beside_out, machine_description, write_section  # noqa: E402
 from seqlab.inspect.figures import write_json  # noqa: E402
 from seqlab.train.allocator import keep_freed_memory  # noqa: E402
 from seqlab.train.precision import read_cpu_flags  # noqa: E402
@@ -392,7 +393,11 @@ def parse_args(argv: list[str]) -> tuple[argparse.Namespace, Plan]:
         "the compile falls in the warm-up repetition, timed apart in the log",
     )
     p.add_argument("--out", default=str(ROOT / "docs" / "results.md"), help="markdown file")
-    p.add_argument("--json", help="the record (default docs/figures/peers[-cuda].json)")
+    p.add_argument(
+        "--json",
+        help="the record (default docs/figures/peers[-cuda].json with the default --out, "
+        "else peers[-cuda].json beside --out, so that a scratch run leaves the docs' alone)",
+    )
     args = p.parse_args(argv)
     plan = TINY if args.tiny else QUICK if args.quick else Plan()
     kind = args.device.split(":")[0]
@@ -401,9 +406,9 @@ def parse_args(argv: list[str]) -> tuple[argparse.Namespace, Plan]:
     if kind == "cuda" and not torch.cuda.is_available():
         p.error("--device cuda: torch.cuda.is_available() is False on this machine (no GPU "
                 "or a CPU-only torch build); run without --device")  # fmt: skip
-    if args.json is None:
+    if args.json is None:  # the docs' record only with the docs' table; else beside --out
         name = "peers.json" if kind == "cpu" else "peers-cuda.json"
-        args.json = str(ROOT / "docs" / "figures" / name)
+        args.json = str(beside_out(args.out, name))
 
     def pick(text: str | None, known: tuple[str, ...], what: str) -> tuple[str, ...] | None:
         if text is None:

@@ -21,6 +21,17 @@ from seqlab.atomic_file import write_atomic
 from seqlab.train.fingerprint import cpu_model, gpu_description
 
 EMPTY = "# Results\n"
+ROOT = Path(__file__).resolve().parent.parent
+DOCS_RESULTS = ROOT / "docs" / "results.md"
+
+
+def beside_out(out: str | Path, name: str) -> Path:
+    """Where a benchmark writes a figure or record ``name`` that goes with its table in
+    ``out``: ``docs/figures/<name>`` when ``out`` is the docs' ``docs/results.md``, else
+    beside ``out`` (a scratch run to ``--out /tmp/x.md`` leaves the docs' figures alone)."""
+    if Path(out).resolve() == DOCS_RESULTS.resolve():
+        return ROOT / "docs" / "figures" / name
+    return Path(out).parent / name
 
 
 def machine_description() -> str:

@@ -252,7 +252,10 @@ def test_device_option_is_checked_and_a_gpu_run_gets_its_own_section(monkeypatch
     assert plan.device == "cuda:0" and plan.peak_n == 8192 and args.json.endswith("peers-cuda.json")
     assert plan.steps(peers.pm.SMALL) == 16 and plan.sizes == (peers.pm.SMALL,)
     args, plan = peers.parse_args([])
-    assert plan.device == "cpu" and args.json.endswith("peers.json")
+    assert plan.device == "cpu" and args.json == str(peers.ROOT / "docs/figures/peers.json")
+    # a scratch --out keeps its record beside it: the docs' record is not overwritten
+    args, _ = peers.parse_args(["--quick", "--out", "/tmp/scratch/quick.md"])
+    assert args.json == "/tmp/scratch/peers.json"
     assert peers_report.heading("cpu") == peers_report.HEADING
     assert peers_report.heading("cuda:1") == peers_report.HEADING_GPU != peers_report.HEADING
 

@@ -97,3 +97,12 @@ def test_the_body_of_a_section_is_read_without_its_heading(tmp_path):
     assert results_doc.section_body(path, "## Word embeddings") == ["", "vectors table"]
     assert results_doc.section_body(path, "## NTM") == []
     assert results_doc.section_body(tmp_path / "missing.md", "## NTM") == []
+
+
+def test_figures_go_to_docs_only_with_the_docs_table(tmp_path, monkeypatch):
+    from benchmarks.results_doc import DOCS_RESULTS, ROOT, beside_out
+
+    assert beside_out(DOCS_RESULTS, "peers.json") == ROOT / "docs/figures/peers.json"
+    monkeypatch.chdir(ROOT)  # the relative default some scripts use names the same file
+    assert beside_out("docs/results.md", "a.png") == ROOT / "docs/figures/a.png"
+    assert beside_out(tmp_path / "quick.md", "peers.json") == tmp_path / "peers.json"
