@@ -412,7 +412,11 @@ class Trainer:
         if self.last_valid is not None and self.last_valid[0] == self.step:
             return
         metrics = self._evaluate("valid")
-        improved = self.early.update(metrics, self.step, scheduled=False)
+        try:
+            improved = self.early.update(metrics, self.step, scheduled=False)
+        except SeqlabError as exc:  # a misnamed metric and no scheduled validation before:
+            improved = False  # say so, but keep the last step (it is saved after this)
+            self.progress.echo(f"seqlab: warning: {exc}; checkpoints/best not written", True)
         self.last_valid = (self.step, metrics)
         if self.dist.is_main:
             self._record_valid("final", metrics, improved)

@@ -73,3 +73,15 @@ def test_a_tie_or_a_non_finite_value_is_no_improvement():
     assert not early.update({"bleu": 10.0}, 2, scheduled=False)
     assert not early.update({"bleu": float("nan")}, 3)
     assert (early.best, early.best_step, early.bad_evals) == (10.0, 1, 1)  # final: no count
+
+
+def test_a_misnamed_metric_at_the_final_validation_keeps_the_last_step(tmp_path, capsys):
+    # No scheduled validation would have caught the name: training must not lose its end.
+    over = {"train.max_steps": 5, "train.valid_every": 100, "train.early_stop_metric": "bleu"}
+    summary = Trainer(resolve_run(tiny(**over)), tmp_path / "run", quiet=False).fit()
+    assert summary["step"] == 5 and summary["best"]["step"] is None
+    assert (tmp_path / "run/checkpoints/step-000005").is_dir()
+    assert not (tmp_path / "run/checkpoints/best").exists()
+    out = capsys.readouterr().out
+    assert "warning: train.early_stop_metric='bleu' is not reported" in out
+    assert "checkpoints/best not written" in out
