@@ -1,12 +1,18 @@
 """Levers of the training step, each against what it replaced (docs/perf-notes-training.md).
 
-    python benchmarks/step_levers.py [--lever loss|rows|attention] [--precision bf16|fp32]
+    python benchmarks/step_levers.py [--lever loss|rows|attention|buckets] [--precision bf16|fp32]
+    python benchmarks/step_levers.py --lever buckets --fresh
 
 ``--lever loss`` (§32): the training loss through ``seqlab.nn.smoothed_cross_entropy``
 against ``F.cross_entropy``. ``--lever rows`` (§36): the FFNs, the output layer and the
 loss on the real positions alone (``seqlab.nn.row_packing``) against every position
 (``padded_positions()``). ``--lever attention`` (§37): on CPU the attention of a training
 step through the readable path's matmuls against SDPA's kernels (``always_sdpa()``).
+``--lever buckets`` (perf-notes-amx.md §44): under CPU autocast the packed row count
+rounded up to a few buckets (``row_packing.row_bucket``) against the exact count
+(``exact_row_counts()``); it matters only where shapes are new, so measure it with
+``--fresh``: every repetition trains on batches neither variant has seen (the same new
+batches for both), as real training does, instead of cycling over the same ones.
 (§33's dropout words were measured with a ``--lever dropout`` that left with the change
 it measured, not adopted: commit history.)
 
@@ -48,10 +54,11 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from benchmarks import peers_models as pm  # noqa: E402
+from benchmarks import peers_train as ptrain  # noqa: E402
 from benchmarks.paired_variants import round_robin, train_workload  # noqa: E402
 from seqlab.nn import row_packing  # noqa: E402
 from seqlab.nn.multihead import always_sdpa  # noqa: E402
-from seqlab.nn.row_packing import padded_positions  # noqa: E402
+from seqlab.nn.row_packing import exact_row_counts, padded_positions  # noqa: E402
 from seqlab.nn.smoothed_cross_entropy import (  # noqa: E402
     SmoothedCrossEntropy,
     torch_cross_entropy,
@@ -63,6 +70,7 @@ REPLACED: dict[str, Callable[[], contextlib.AbstractContextManager]] = {
     "loss": lambda: mock.patch("seqlab.tasks.base.smoothed_cross_entropy", torch_cross_entropy),
     "rows": padded_positions,
     "attention": always_sdpa,
+    "buckets": exact_row_counts,
 }
 
 
@@ -111,6 +119,27 @@ def micro(args: argparse.Namespace) -> dict:
     return ms
 
 
+def fresh_workload(
+    size: pm.Size, steps: int, reps: int, precision: str, threads: int
+) -> dict[str, Callable[[], object]]:
+    """``--fresh``: before and seqlab, each its own trainee (seed 0), and for every call of
+    either the next ``steps`` batches of a pool no call has used (the k-th call of each
+    variant gets the same batches, so the pair is timed on equal work)."""
+    torch.set_num_threads(threads)
+    keep_freed_memory()
+    pool = [pm.make_batches(steps, size, 64, seed=1000 + k) for k in range(reps + 1)]
+
+    def runs_of(trainee: ptrain.Trainee) -> Callable[[], object]:
+        calls = iter(pool)
+        return lambda: ptrain.train_rep(trainee, next(calls), precision)()
+
+    torch.manual_seed(0)
+    first = runs_of(ptrain.seqlab_trainee(size))
+    torch.manual_seed(0)
+    second = runs_of(ptrain.seqlab_trainee(size))
+    return {"before": first, "seqlab": second}
+
+
 def main(argv: list[str] | None = None) -> dict:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--lever", default="loss", choices=tuple(REPLACED))
@@ -127,6 +156,11 @@ def main(argv: list[str] | None = None) -> dict:
         help="--lever rows: let the padding-free layers pack on CUDA too (off by default)",
     )
     p.add_argument("--micro", action="store_true", help="the loss alone (--lever loss)")
+    p.add_argument(
+        "--fresh",
+        action="store_true",
+        help="every repetition on batches not seen before (CPU; --lever buckets)",
+    )
     args = p.parse_args(argv)
     if args.micro:
         torch.set_num_threads(args.threads)
@@ -135,15 +169,20 @@ def main(argv: list[str] | None = None) -> dict:
     size = pm.TINY if args.tiny else {"small": pm.SMALL, "base": pm.BASE}[args.size]
     if args.pack_on_gpu:
         row_packing.PACK_DEVICES.add("cuda")
-    rep = train_workload(size, args.steps, args.precision, args.threads, args.device)
-    runs = {v: variant(v, args.lever, rep) for v in ("before", "seqlab")}
+    if args.fresh:
+        fresh = fresh_workload(size, args.steps, args.reps, args.precision, args.threads)
+        runs = {v: variant(v, args.lever, fresh[v]) for v in ("before", "seqlab")}
+    else:
+        rep = train_workload(size, args.steps, args.precision, args.threads, args.device)
+        runs = {v: variant(v, args.lever, rep) for v in ("before", "seqlab")}
     t0 = time.perf_counter()
     times = round_robin(runs, args.reps, args.device)
     ms = {v: 1000 * statistics.median(t) / args.steps for v, t in times.items()}
     speed = statistics.median(a / b for a, b in zip(times["before"], times["seqlab"]))
     print(
         f"--lever {args.lever}: {args.device}, {args.precision}, {size.name} config, "
-        f"{args.steps} steps x {args.reps} reps ({time.perf_counter() - t0:.0f} s)"
+        f"{args.steps} steps x {args.reps} reps{', fresh batches' if args.fresh else ''} "
+        f"({time.perf_counter() - t0:.0f} s)"
     )
     print(f"| {args.lever} | ms / step |")
     print("|---|---:|")
