@@ -35,10 +35,45 @@ def test_rows_variants_pack_and_do_not():
     assert step_levers.variant("before", "rows", lambda: PaddedRows.of(keep))() is None
 
 
-@pytest.mark.parametrize("lever", ["loss", "rows", "attention"])
+def test_buckets_variants_bucket_and_do_not():
+    from seqlab.nn.row_packing import PaddedRows
+
+    keep = torch.arange(9)[None, :] < torch.tensor([[9], [2], [3], [1]])  # 15 real tokens
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        assert step_levers.variant("seqlab", "buckets", lambda: PaddedRows.of(keep).n)() == 16
+        assert step_levers.variant("before", "buckets", lambda: PaddedRows.of(keep).n)() == 15
+
+
+def test_fresh_batches_are_new_for_every_call_and_equal_between_variants(monkeypatch):
+    from benchmarks import peers_models as pm
+    from benchmarks import peers_train as ptrain
+
+    seen = {"first": [], "second": []}
+    trainees = iter(["first", "second"])
+    monkeypatch.setattr(ptrain, "seqlab_trainee", lambda size: next(trainees))
+    monkeypatch.setattr(
+        ptrain, "train_rep", lambda who, batches, precision: lambda: seen[who].append(batches)
+    )
+    runs = step_levers.fresh_workload(pm.TINY, steps=2, reps=2, precision="fp32", threads=1)
+    for _ in range(3):
+        runs["before"](), runs["seqlab"]()
+    assert len(seen["first"]) == len(seen["second"]) == 3
+    ids = [torch.cat([b.y_out.reshape(-1) for b in bs]) for bs in seen["first"]]
+    assert not torch.equal(ids[0], ids[1]) and not torch.equal(ids[1], ids[2])
+    for a, b in zip(seen["first"], seen["second"]):
+        assert a is b
+
+
+@pytest.mark.parametrize("lever", ["loss", "rows", "attention", "buckets"])
 def test_tiny_paired_run(lever):
     argv = ["--lever", lever, "--tiny", "--reps", "1", "--steps", "1", "--threads", "1"]
     out = step_levers.main(argv)
+    assert set(out["ms"]) == {"before", "seqlab"} and out["speed"] > 0
+
+
+def test_tiny_fresh_run():
+    argv = ["--lever", "buckets", "--fresh", "--tiny", "--reps", "1", "--steps", "1"]
+    out = step_levers.main([*argv, "--threads", "1"])
     assert set(out["ms"]) == {"before", "seqlab"} and out["speed"] > 0
 
 

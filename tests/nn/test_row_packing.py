@@ -11,7 +11,7 @@ import seqlab.models.transformer_classifier  # noqa: F401  (registers "transform
 from seqlab.data.collate import collate_seq2seq
 from seqlab.nn.masks import attention_mask
 from seqlab.nn.multihead import MultiHeadAttention
-from seqlab.nn.row_packing import PaddedRows, padded_positions
+from seqlab.nn.row_packing import PaddedRows, exact_row_counts, padded_positions, row_bucket
 from seqlab.nn.transformer import TransformerEncoder
 from seqlab.nn.transformer_decoder import TransformerDecoder
 from seqlab.registry import MODELS
@@ -51,6 +51,46 @@ def test_where_packing_applies():
     with padded_positions():
         assert PaddedRows.of(keep) is None
     assert PaddedRows.of(keep) is not None
+
+
+def test_row_bucket_rounds_up_by_at_most_a_sixteenth():
+    assert [row_bucket(n, 10**6) for n in (0, 1, 8, 9, 100, 128, 129, 1129, 1142)] == [
+        0, 8, 8, 16, 104, 128, 136, 1152, 1152,
+    ]  # g = 8 below 256, then 2^(⌊log₂ n⌋ − 4): 8 at 129, 64 at 1129
+    for n in range(1, 5000):
+        b = row_bucket(n, 10**6)
+        assert n <= b <= max(n + 7, n + n / 16)
+        assert row_bucket(b, 10**6) == b  # a bucket is its own bucket
+    assert len({row_bucket(n, 10**6) for n in range(1025, 2049)}) == 16  # per doubling
+    assert row_bucket(1129, 1140) == 1140  # never more rows than the batch has
+
+
+def test_buckets_add_the_first_padding_positions():
+    keep = mask_of([3, 1, 4], 5)  # 8 real of 15 -> 8: no extra
+    assert PaddedRows(keep, bucket=True).n == 8
+    keep = mask_of([3, 1, 5], 5)  # 9 real -> 16 rows: 7 padding positions, row-major
+    rows = PaddedRows(keep, bucket=True)
+    assert (rows.n, rows.n_real) == (15, 9)  # capped at B·T = 15
+    keep = mask_of([9, 2, 3, 1], 9)  # 15 real of 36 -> 16: the first padding position
+    rows = PaddedRows(keep, bucket=True)
+    assert (rows.n, rows.n_real) == (16, 15)
+    flat = keep.reshape(-1)
+    extra = [i for i in rows.index.tolist() if not flat[i]]
+    assert extra == [(~flat).nonzero()[0].item()]
+    assert rows.index.tolist() == sorted(rows.index.tolist())  # still row-major
+    x = torch.randn(4, 9, 3, dtype=torch.float64)
+    back = rows.unpack(rows.pack(x))
+    torch.testing.assert_close(back[keep], x[keep], atol=0, rtol=0)
+
+
+def test_buckets_only_under_cpu_autocast():
+    keep = mask_of([9, 2, 3, 1], 9)  # 15 real tokens
+    assert PaddedRows.of(keep).n == 15  # fp32: MKL has no per-shape cost
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        assert PaddedRows.of(keep).n == 16
+        with exact_row_counts():
+            assert PaddedRows.of(keep).n == 15
+        assert PaddedRows.of(keep).n == 16
 
 
 @pytest.mark.parametrize("need_weights", [False, True])
@@ -154,6 +194,38 @@ def test_transformer_loss_on_real_rows_equals_padded(label_smoothing, monkeypatc
         if a is None or c is None:
             assert a is None and c is None
             continue
+        torch.testing.assert_close(a, c, atol=1e-10, rtol=0)
+
+
+def test_transformer_loss_on_bucketed_rows_equals_padded():
+    """With the row count bucketed (extra padding rows computed and discarded), the same
+    loss, token count and gradients as every position computed. float64 is not autocast's
+    to cast, so autocast only switches the buckets on here."""
+    entry = MODELS.get("transformer")
+    cfg = entry.config_cls(
+        d_model=D, n_heads=H, d_ff=D_FF, encoder_layers=2, decoder_layers=2, dropout=0.0
+    )
+    torch.manual_seed(0)
+    model = entry.target(cfg, src_vocab=V, tgt_vocab=V, pad_id=0).double()
+    b = seq2seq_batch(n=7, seed=3)
+    n_rows = row_bucket(b.n_tokens, b.y_out.numel())
+    assert b.n_tokens < n_rows < b.y_out.numel()  # the batch gets extra rows
+    seen = []
+    real_output = model.output
+    model.output = lambda h: seen.append(h.shape[:-1].numel()) or real_output(h)
+
+    def run():
+        out = seq2seq_token_loss(model, b, 0, 0.1)
+        return out, torch.autograd.grad(out.loss_sum, list(model.parameters()))
+
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        bucketed, g_bucketed = run()
+    assert seen == [n_rows]
+    with padded_positions():
+        padded, g_padded = run()
+    assert bucketed.n_tokens == padded.n_tokens == b.n_tokens
+    torch.testing.assert_close(bucketed.loss_sum, padded.loss_sum, atol=0, rtol=2**-22)
+    for a, c in zip(g_bucketed, g_padded):
         torch.testing.assert_close(a, c, atol=1e-10, rtol=0)
 
 
