@@ -55,7 +55,15 @@ def test_where_packing_applies():
 
 def test_row_bucket_rounds_up_by_at_most_a_sixteenth():
     assert [row_bucket(n, 10**6) for n in (0, 1, 8, 9, 100, 128, 129, 1129, 1142)] == [
-        0, 8, 8, 16, 104, 128, 136, 1152, 1152,
+        0,
+        8,
+        8,
+        16,
+        104,
+        128,
+        136,
+        1152,
+        1152,
     ]  # g = 8 below 256, then 2^(⌊log₂ n⌋ − 4): 8 at 129, 64 at 1129
     for n in range(1, 5000):
         b = row_bucket(n, 10**6)
