@@ -162,6 +162,8 @@ def main(argv: list[str] | None = None) -> dict:
         help="every repetition on batches not seen before (CPU; --lever buckets)",
     )
     args = p.parse_args(argv)
+    if args.fresh and args.device != "cpu":
+        p.error("--fresh trains on the CPU only (it measures oneDNN's per-shape kernels)")
     if args.micro:
         torch.set_num_threads(args.threads)
         keep_freed_memory()  # as benchmarks/peers.py and the Trainer run

@@ -71,6 +71,11 @@ def test_tiny_paired_run(lever):
     assert set(out["ms"]) == {"before", "seqlab"} and out["speed"] > 0
 
 
+def test_fresh_refuses_another_device():
+    with pytest.raises(SystemExit):
+        step_levers.main(["--lever", "buckets", "--fresh", "--device", "cuda"])
+
+
 def test_tiny_fresh_run():
     argv = ["--lever", "buckets", "--fresh", "--tiny", "--reps", "1", "--steps", "1"]
     out = step_levers.main([*argv, "--threads", "1"])
