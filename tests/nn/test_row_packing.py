@@ -249,9 +249,12 @@ def test_models_without_output_rows_take_the_padded_logits():
     torch.testing.assert_close(out.loss_sum, ref.loss_sum, atol=0, rtol=0)
 
 
+@pytest.mark.parametrize("bucket", [False, True])
 @pytest.mark.parametrize("pool", ["mean", "cls"])
-def test_transformer_classifier_skipping_padding_equals_padded(pool):
-    """Mean and [CLS] pooling read real positions only: logits and gradients equal."""
+def test_transformer_classifier_skipping_padding_equals_padded(pool, bucket):
+    """Mean and [CLS] pooling read real positions only: logits and gradients equal, also
+    with bucketed rows (extra padding rows computed; float64, which autocast leaves
+    alone, so autocast only switches the buckets on)."""
     entry = MODELS.get("transformer_classifier")
     cfg = entry.config_cls(d_model=D, n_heads=H, d_ff=D_FF, n_layers=2, dropout=0.0, pool=pool)
     torch.manual_seed(0)
@@ -262,8 +265,11 @@ def test_transformer_classifier_skipping_padding_equals_padded(pool):
     with padded_positions():
         ref = model(x, mask)
         g_ref = torch.autograd.grad(ref.pow(2).sum(), params, allow_unused=True)
-    out = model(x, mask)
-    g_out = torch.autograd.grad(out.pow(2).sum(), params, allow_unused=True)
+    real = mask.sum().item() + (4 if pool == "cls" else 0)  # [CLS] adds one row each
+    assert row_bucket(real, 28 + (4 if pool == "cls" else 0)) > real  # the bucket adds rows
+    with torch.autocast("cpu", dtype=torch.bfloat16, enabled=bucket):
+        out = model(x, mask)
+        g_out = torch.autograd.grad(out.pow(2).sum(), params, allow_unused=True)
     torch.testing.assert_close(out, ref, atol=1e-12, rtol=0)
     for a, c in zip(g_out, g_ref):
         if a is None or c is None:
