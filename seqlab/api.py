@@ -32,6 +32,7 @@ from seqlab.tasks.base import Task
 from seqlab.train.allocator import keep_freed_memory
 from seqlab.train.build import build_model, build_task
 from seqlab.train.checkpoint import load_checkpoint
+from seqlab.train.kernel_cache import enlarge_kernel_cache
 from seqlab.train.run_dir import default_run_dir, find_checkpoint
 from seqlab.train.trainer import Trainer
 
@@ -194,6 +195,7 @@ def load(
     """Rebuild a model from a run directory (its ``best`` checkpoint, else the newest step;
     ``prefer="latest"`` for the newest step) or from one checkpoint directory."""
     keep_freed_memory()  # decoding makes the same large temporaries batch after batch
+    enlarge_kernel_cache()  # decoding's row counts take many values (kernel_cache.py)
     ckpt = find_checkpoint(path, prefer)
     meta = load_checkpoint(ckpt)
     if not isinstance(meta.config, dict):

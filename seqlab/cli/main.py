@@ -23,6 +23,7 @@ from seqlab.cli import (
     translate_cmd,
 )
 from seqlab.errors import SeqlabError
+from seqlab.train.kernel_cache import enlarge_kernel_cache
 
 # Errors caused by the user's input: one line on stderr, exit code 2 (traceback: --debug).
 USER_ERRORS = (SeqlabError, KeyError, FileNotFoundError, PermissionError, UnicodeDecodeError)
@@ -98,6 +99,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    enlarge_kernel_cache()  # before any bf16 product builds a oneDNN kernel (kernel_cache.py)
     parser = build_parser()
     # key=value overrides may follow options (seqlab train X.yaml --run-dir D a.b=1):
     # argparse stops at the first option, so the leftovers join the command's items.

@@ -37,6 +37,7 @@ from seqlab.train.budget import BudgetFit
 from seqlab.train.build import build_model, build_task
 from seqlab.train.checkpoint import decode, load_checkpoint, read_checkpoint
 from seqlab.train.distributed import init_distributed, resolve_device
+from seqlab.train.kernel_cache import enlarge_kernel_cache
 from seqlab.train.late_dropout import LateDropout
 from seqlab.train.optim import build_optimizer
 from seqlab.train.precision import autocast_context, make_grad_scaler, resolve_precision
@@ -83,6 +84,7 @@ class Trainer:
         self.cfg = cfg
         t = cfg.train
         keep_freed_memory()  # reuse big temporaries' pages step after step (allocator.py)
+        enlarge_kernel_cache()  # more distinct bf16 GEMM shapes than 1,024 (kernel_cache.py)
         self.dist = init_distributed(t.device, getattr(t, "dist_timeout", None))
         try:
             self._setup(run_dir, data_dir, overwrite, resume, quiet)
