@@ -14,7 +14,9 @@ run) at the default size.
 unless the user has set it. oneDNN reads it once, when it builds its first primitive, so it
 must run before the first bf16 product: ``seqlab`` commands call it first thing, and the
 Trainer and ``seqlab.load`` call it too (too late only if the process already ran one).
-The price is memory: each cached kernel holds its code and buffers (§46 measures it).
+Memory can go either way (§46): a cached kernel holds its code and buffers, but building
+one also leaves memory behind, so peak RSS fell 0.4 GB on an RNN preset that now rebuilds
+less, and rose 0.9 GB on a Transformer without row buckets that kept 2,900 kernels.
 Set ``ONEDNN_PRIMITIVE_CACHE_CAPACITY`` yourself (1024 restores oneDNN's default) to choose.
 """
 

@@ -13,8 +13,15 @@ from seqlab.cli.main import main
 from seqlab.train.kernel_cache import CAPACITY, VARIABLE, enlarge_kernel_cache
 
 
-def test_sets_the_capacity_when_unset(monkeypatch):
-    monkeypatch.delenv(VARIABLE, raising=False)
+@pytest.fixture
+def unset(monkeypatch):
+    """The variable absent for the test and restored after it (setenv records the
+    original state, so whatever the test sets is undone)."""
+    monkeypatch.setenv(VARIABLE, "placeholder")
+    monkeypatch.delenv(VARIABLE)
+
+
+def test_sets_the_capacity_when_unset(unset):
     assert enlarge_kernel_cache() is True
     assert os.environ[VARIABLE] == str(CAPACITY)
     assert enlarge_kernel_cache(10) is False  # the first value stays
@@ -33,15 +40,13 @@ def test_blank_value_counts_as_unset(monkeypatch):
     assert os.environ[VARIABLE] == "2048"
 
 
-def test_rejects_a_negative_capacity(monkeypatch):
-    monkeypatch.delenv(VARIABLE, raising=False)
+def test_rejects_a_negative_capacity(unset):
     with pytest.raises(ValueError, match="capacity must be >= 0"):
         enlarge_kernel_cache(-1)
     assert VARIABLE not in os.environ
 
 
-def test_the_command_line_sets_it_first(monkeypatch, capsys):
-    monkeypatch.delenv(VARIABLE, raising=False)
+def test_the_command_line_sets_it_first(unset, capsys):
     assert main([]) == 0  # prints the help
     assert os.environ[VARIABLE] == str(CAPACITY)
 
