@@ -45,7 +45,7 @@ from seqlab.train.progress import Progress
 from seqlab.train.rng import seed_everything
 from seqlab.train.run_dir import RunDir, find_checkpoint
 from seqlab.train.schedules import build_schedule
-from seqlab.train.steps import accumulate_gradients, apply_update
+from seqlab.train.steps import StepStats, accumulate_gradients, apply_update
 from seqlab.train.trainer_io import LogWindow
 from seqlab.train.validation import EarlyStopping, prefixed
 
@@ -199,6 +199,7 @@ class Trainer:
         except ValueError as exc:
             raise SeqlabError(f"train.batch: {exc}") from None
         self.early = EarlyStopping.from_train_config(t)
+        self.budget_fit: BudgetFit | None = None  # set by fit() when the schedule fits the time
         self.step, self.elapsed_before, self.window = 0, 0.0, LogWindow()
         self.last_valid: tuple[int, dict[str, float]] | None = None
         self._iter = None
@@ -256,50 +257,9 @@ class Trainer:
         if stopped is None and self._at_epoch_limit():
             stopped = "max_epochs"
         while stopped is None:
-            t0 = time.perf_counter()
-            micro = self._next_microbatches()
-            if not micro:
+            if self.train_step() is None:
                 stopped = "max_epochs"
                 break
-            batches = [self.task.collate(ix, "train").to(self.device) for ix in micro]
-            self.ddp_model.train()
-            if self.late_dropout is not None:
-                self.late_dropout.apply(self.step + 1)
-            lr = float(self.optimizer.param_groups[0]["lr"])
-            loss_sum, nll_sum, N = accumulate_gradients(
-                self.ddp_model,
-                self.task,
-                batches,
-                self.dist,
-                label_smoothing=t.label_smoothing,
-                autocast=self._autocast,
-                scaler=self.scaler if self.scaler.is_enabled() else None,
-            )
-            if self.budget_fit is not None:  # before lr(step + 2) is set
-                self.budget_fit.check(self.step, self.elapsed)
-            stats = apply_update(
-                self.model,
-                self.optimizer,
-                self.schedule,
-                loss_sum,
-                nll_sum,
-                N,
-                self.dist,
-                step=self.step + 1,
-                clip_norm=t.clip_norm,
-                nonfinite=t.nonfinite,
-                scaler=self.scaler,
-            )
-            self.step += 1
-            w = self.window
-            w.steps += 1
-            w.loss_sum += stats.loss_sum
-            w.nll_sum += stats.nll_sum
-            w.tokens += stats.n_tokens
-            w.grad_norm_sum += stats.grad_norm if math.isfinite(stats.grad_norm) else 0.0
-            w.train_time += time.perf_counter() - t0
-            w.skipped += int(stats.skipped)
-            w.lr = lr
             self.progress.advance(self._window_summary())
             if self.step % t.log_every == 0:
                 self._log()
@@ -319,6 +279,57 @@ class Trainer:
             self._log()
         self._validate_final()  # a resumed run that had nothing left to do
         return trainer_io.finish(self, stopped)
+
+    def train_step(self) -> StepStats | None:
+        """One update: the next k micro-batches forward and backward, the optimizer and the
+        schedule, counted in the log window. None, and nothing done, when the epoch limit
+        leaves no batch. ``fit`` loops over it (with logging, validation and saving);
+        ``benchmarks/precision_presets.py`` times it."""
+        t = self.cfg.train
+        t0 = time.perf_counter()
+        micro = self._next_microbatches()
+        if not micro:
+            return None
+        batches = [self.task.collate(ix, "train").to(self.device) for ix in micro]
+        self.ddp_model.train()
+        if self.late_dropout is not None:
+            self.late_dropout.apply(self.step + 1)
+        lr = float(self.optimizer.param_groups[0]["lr"])
+        loss_sum, nll_sum, N = accumulate_gradients(
+            self.ddp_model,
+            self.task,
+            batches,
+            self.dist,
+            label_smoothing=t.label_smoothing,
+            autocast=self._autocast,
+            scaler=self.scaler if self.scaler.is_enabled() else None,
+        )
+        if self.budget_fit is not None:  # before lr(step + 2) is set
+            self.budget_fit.check(self.step, self.elapsed)
+        stats = apply_update(
+            self.model,
+            self.optimizer,
+            self.schedule,
+            loss_sum,
+            nll_sum,
+            N,
+            self.dist,
+            step=self.step + 1,
+            clip_norm=t.clip_norm,
+            nonfinite=t.nonfinite,
+            scaler=self.scaler,
+        )
+        self.step += 1
+        w = self.window
+        w.steps += 1
+        w.loss_sum += stats.loss_sum
+        w.nll_sum += stats.nll_sum
+        w.tokens += stats.n_tokens
+        w.grad_norm_sum += stats.grad_norm if math.isfinite(stats.grad_norm) else 0.0
+        w.train_time += time.perf_counter() - t0
+        w.skipped += int(stats.skipped)
+        w.lr = lr
+        return stats
 
     def _autocast(self) -> Any:
         return autocast_context(self.precision, self.device)

@@ -252,3 +252,25 @@ def test_cosine_decay_fitted_to_the_time_budget(tmp_path):
 
     with pytest.raises(SeqlabError, match="train.max_minutes"):
         Trainer(resolve_run(tiny(**{**over, "train.max_minutes": None})), None, quiet=True)
+
+
+def test_train_steps_one_at_a_time_equal_fit():
+    # fit() is train_step() in a loop plus logging, validation and saving: the weights after
+    # n steps taken one by one equal those of fit(max_steps=n), dropout and batches alike.
+    cfg = tiny(**{"train.max_steps": 7, "train.valid_every": 100, "train.save_every": 100})
+    fitted = Trainer(resolve_run(cfg), None, quiet=True)
+    fitted.fit()
+    stepped = Trainer(resolve_run(cfg), None, quiet=True)
+    losses = [stepped.train_step() for _ in range(7)]
+    assert stepped.step == 7 and all(s.n_tokens > 0 for s in losses)
+    assert stepped.window.steps == 7
+    for (name, a), b in zip(fitted.model.named_parameters(), stepped.model.parameters()):
+        assert torch.equal(a, b), name
+
+
+def test_train_step_returns_none_when_the_epoch_limit_leaves_no_batch():
+    trainer = Trainer(resolve_run(tiny(**{"train.max_epochs": 1})), None, quiet=True)
+    n = len(trainer.batcher)
+    assert all(trainer.train_step() is not None for _ in range(n))
+    step = trainer.step
+    assert trainer.train_step() is None and trainer.step == step
