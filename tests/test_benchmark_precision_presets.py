@@ -47,3 +47,11 @@ def test_a_single_round_is_refused():
 def test_faster_calls_a_difference_under_five_percent_even(speed, faster):
     row = bench.Row("p", "m", "bf16", {}, speed, {}, {}, {})
     assert row.faster == faster
+
+
+def test_each_preset_is_measured_in_a_process_of_its_own(tmp_path):
+    preset = write_preset(tmp_path / "tiny-reverse.yaml", tiny(**{"train.max_steps": 1000}))
+    row = bench.measure_fresh(str(preset), ["train.threads=1"], None, steps=1, reps=2)
+    assert row.preset == "tiny-reverse" and row.tokens["fp32"] == row.tokens["bf16"]
+    with pytest.raises(SystemExit, match="measuring .*missing.yaml failed"):
+        bench.measure_fresh(str(tmp_path / "missing.yaml"), [], None, steps=1, reps=2)
