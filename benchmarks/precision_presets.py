@@ -194,10 +194,17 @@ def main(argv: list[str] | None = None) -> list[Row]:
         row = measure(presets[0], overrides, data_dir, args.steps, args.reps)
         print("ROW " + json.dumps(asdict(row)), flush=True)
         return [row]
+    skipped = []  # (preset, why): one preset that cannot run does not stop the others
     for preset in presets:
-        rows.append(measure_fresh(preset, overrides, data_dir, args.steps, args.reps))
+        try:
+            rows.append(measure_fresh(preset, overrides, data_dir, args.steps, args.reps))
+        except SystemExit as exc:
+            why = str(exc).strip().splitlines()[-1]
+            skipped.append((preset, why))
+            print(f"skipped {preset}: {why}", flush=True)
+            continue
         print(format_table(rows[-1:]).splitlines()[-1], flush=True)
-    table = format_table(rows)
+    table = format_table(rows) + "".join(f"\n\nNot measured: `{p}`: {w}" for p, w in skipped)
     minutes = (time.perf_counter() - started) / 60.0
     command = "python benchmarks/precision_presets.py " + " ".join(argv or sys.argv[1:])
     print()

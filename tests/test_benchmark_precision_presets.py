@@ -55,3 +55,13 @@ def test_each_preset_is_measured_in_a_process_of_its_own(tmp_path):
     assert row.preset == "tiny-reverse" and row.tokens["fp32"] == row.tokens["bf16"]
     with pytest.raises(SystemExit, match="measuring .*missing.yaml failed"):
         bench.measure_fresh(str(tmp_path / "missing.yaml"), [], None, steps=1, reps=2)
+
+
+def test_a_preset_that_cannot_run_is_reported_and_the_others_measured(tmp_path, capsys):
+    good = write_preset(tmp_path / "tiny-reverse.yaml", tiny(**{"train.max_steps": 1000}))
+    out = tmp_path / "r.md"
+    argv = ["--presets", f"{tmp_path / 'missing.yaml'},{good}", "--steps", "1", "--reps", "2"]
+    rows = bench.main([*argv, "--out", str(out), "train.threads=1"])
+    assert [r.preset for r in rows] == ["tiny-reverse"]
+    text = out.read_text()
+    assert "| `tiny-reverse` |" in text and "Not measured: `" in text and "missing.yaml" in text
