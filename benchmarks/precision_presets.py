@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
 import subprocess
 import sys
@@ -86,6 +87,7 @@ class Row:
     cv: dict[str, float]
     loss: dict[str, float]
     tokens: dict[str, list[int]]  # target tokens of each timed round (equal: same batches)
+    pid: int = 0  # the process that measured it (measure_fresh: a new one per preset)
 
     @property
     def faster(self) -> str:
@@ -113,7 +115,8 @@ def measure(preset: str, overrides: list[str], data_dir: Path | None, steps: int
         cfg = api.resolve_config(config, [*overrides, f"train.precision={precision}"])
         variants[precision] = Variant(Trainer(cfg, None, data_dir, quiet=True))
     runs = {p: (lambda v=v: v.run(steps)) for p, v in variants.items()}
-    seconds = round_robin(runs, reps)
+    device = variants["fp32"].trainer.device  # train.device=cuda: synchronised rounds
+    seconds = round_robin(runs, reps, device=str(device))
     timed = {p: v.rounds[1:] for p, v in variants.items()}  # the first is the warm-up
     loss = {p: sum(x for _, x in r) / sum(n for n, _ in r) for p, r in timed.items()}
     tok_s = {
@@ -122,16 +125,16 @@ def measure(preset: str, overrides: list[str], data_dir: Path | None, steps: int
     speed = statistics.median(a / b for a, b in zip(seconds["fp32"], seconds["bf16"]))
     cv = {p: statistics.stdev(s) / statistics.mean(s) if len(s) > 1 else 0.0
           for p, s in seconds.items()}  # fmt: skip
-    fp32_cfg = variants["fp32"].trainer.cfg
     return Row(
         preset=Path(preset).stem,
-        model=fp32_cfg.model,
-        auto=resolve_precision("auto", "cpu"),
+        model=variants["fp32"].trainer.cfg.model,
+        auto=resolve_precision("auto", device),
         tok_s=tok_s,
         speed=speed,
         cv=cv,
         loss=loss,
         tokens={p: [n for n, _ in r] for p, r in timed.items()},
+        pid=os.getpid(),
     )
 
 
@@ -188,12 +191,12 @@ def main(argv: list[str] | None = None) -> list[Row]:
     overrides = list(args.overrides)
     if args.threads is not None:
         overrides.append(f"train.threads={args.threads}")
-    started = time.perf_counter()
-    rows = []
     if args.child:  # one preset, in this process, for measure_fresh to read
         row = measure(presets[0], overrides, data_dir, args.steps, args.reps)
         print("ROW " + json.dumps(asdict(row)), flush=True)
         return [row]
+    started = time.perf_counter()
+    rows = []
     skipped = []  # (preset, why): one preset that cannot run does not stop the others
     for preset in presets:
         try:

@@ -2,6 +2,7 @@
 train on the same batches, round for round, and the table reports what was measured."""
 
 import math
+import os
 
 import pytest
 import torch
@@ -20,6 +21,7 @@ def _keep_torch_threads():
 def test_both_precisions_train_on_the_same_batches(tmp_path):
     preset = write_preset(tmp_path / "tiny-reverse.yaml", tiny(**{"train.max_steps": 1000}))
     row = bench.measure(str(preset), [], None, steps=2, reps=3)
+    assert row.pid == os.getpid()  # measure runs here; measure_fresh in a new process
     assert row.preset == "tiny-reverse" and row.model == "transformer"
     assert len(row.tokens["fp32"]) == 3 and row.tokens["fp32"] == row.tokens["bf16"]
     assert all(n > 0 for n in row.tokens["fp32"])
@@ -36,9 +38,10 @@ def test_auto_lists_only_presets_whose_precision_is_auto():
     assert "multi30k-luong" in names and "conll-bilstm" not in names  # the latter sets fp32
 
 
-def test_a_single_round_is_refused():
+def test_a_single_round_is_refused(capsys):
     with pytest.raises(SystemExit):
         bench.main(["--reps", "1", "--presets", "multi30k-luong"])
+    assert "--reps >= 2" in capsys.readouterr().err
 
 
 @pytest.mark.parametrize(
@@ -51,13 +54,16 @@ def test_faster_calls_a_difference_under_five_percent_even(speed, faster):
 
 def test_each_preset_is_measured_in_a_process_of_its_own(tmp_path):
     preset = write_preset(tmp_path / "tiny-reverse.yaml", tiny(**{"train.max_steps": 1000}))
-    row = bench.measure_fresh(str(preset), ["train.threads=1"], None, steps=1, reps=2)
-    assert row.preset == "tiny-reverse" and row.tokens["fp32"] == row.tokens["bf16"]
+    rows = [bench.measure_fresh(str(preset), ["train.threads=1"], None, 1, 2) for _ in range(2)]
+    assert all(r.preset == "tiny-reverse" for r in rows)
+    assert rows[0].tokens["fp32"] == rows[0].tokens["bf16"] == rows[1].tokens["bf16"]
+    pids = {r.pid for r in rows}
+    assert len(pids) == 2 and os.getpid() not in pids and 0 not in pids
     with pytest.raises(SystemExit, match="measuring .*missing.yaml failed"):
         bench.measure_fresh(str(tmp_path / "missing.yaml"), [], None, steps=1, reps=2)
 
 
-def test_a_preset_that_cannot_run_is_reported_and_the_others_measured(tmp_path, capsys):
+def test_a_preset_that_cannot_run_is_reported_and_the_others_measured(tmp_path):
     good = write_preset(tmp_path / "tiny-reverse.yaml", tiny(**{"train.max_steps": 1000}))
     out = tmp_path / "r.md"
     argv = ["--presets", f"{tmp_path / 'missing.yaml'},{good}", "--steps", "1", "--reps", "2"]
