@@ -83,7 +83,8 @@ def reduction_alone(rows: int, vocab: int, reps: int, calls: int = 200) -> str:
                 times[name].append((time.perf_counter() - t0) / calls)
     ratio = statistics.median(a / b for a, b in zip(times["argmax"], times["max"]))
     us = {n: 1e6 * min(t) for n, t in times.items()}
-    return f"| ({rows}, {vocab}) alone | {us['argmax']:.1f} µs | {us['max']:.1f} µs | {ratio:.3f}× | yes |"
+    shape = f"({rows}, {vocab})"
+    return f"| {shape} alone | {us['argmax']:.1f} µs | {us['max']:.1f} µs | {ratio:.3f}× | yes |"
 
 
 def main(argv: list[str] | None = None) -> list[str]:

@@ -17,9 +17,11 @@ never used; steps always run without autograd.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import weakref
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -36,6 +38,23 @@ def cpp_compiler() -> str | None:
     """The C++ compiler torch.compile's CPU backend (inductor) would use: ``$CXX``, else
     g++ or clang++ on PATH; None if there is none."""
     return os.environ.get("CXX") or shutil.which("g++") or shutil.which("clang++")
+
+
+@contextlib.contextmanager
+def attention_pattern_off() -> Iterator[None]:
+    """Inside: inductor keeps an attention written as ``softmax(q kᵀ / √d) v`` as written
+    instead of rewriting it into ``aten._scaled_dot_product_flash_attention``
+    (``torch/_inductor/fx_passes/fuse_attention.py``, whose every replacement is gated
+    by its ``_sfdp_params_check``, answered "no" here). Only graphs compiled inside are
+    affected (docs/perf-notes-amx.md §49)."""
+    from torch._inductor.fx_passes import fuse_attention
+
+    saved = fuse_attention._sfdp_params_check
+    fuse_attention._sfdp_params_check = lambda match: False
+    try:
+        yield
+    finally:
+        fuse_attention._sfdp_params_check = saved
 
 
 def _weight_versions(model: nn.Module) -> tuple[int, ...]:

@@ -92,3 +92,24 @@ def test_max_len_and_min_len():
         greedy(always, always.init_state(memory, mask), 2, BOS, EOS, max_len=3, min_len=4)
     with pytest.raises(ValueError, match="max_len"):
         greedy(always, always.init_state(memory, mask), 2, BOS, EOS, max_len=0)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float64])
+def test_argmax_token_is_the_first_maximum(dtype):
+    # The chooser of greedy search (and of sampling at temperature 0): ties go to the lowest
+    # id, a NaN counts as the maximum (as Tensor.argmax does; docs/perf-notes-amx.md §48),
+    # on rows of the vocabulary sizes the presets decode with.
+    from seqlab.decode.greedy import argmax_token
+
+    g = torch.Generator().manual_seed(0)
+    for V in (4, 2000, 8000):
+        x = torch.randn(7, V, generator=g).to(dtype)  # (7, V)
+        x[1, 3] = x[1, V - 1] = x[1].max() + 1  # a tie: the lower id wins
+        x[2] = 0.0  # all equal: id 0
+        x[3, V // 2] = float("nan")  # NaN wins
+        x[4, 0] = float("inf")
+        x[5, -1] = float("inf")
+        got = argmax_token(x)
+        assert got.dtype == torch.long and got.shape == (7,)
+        assert torch.equal(got, x.argmax(dim=-1))
+        assert got[1:6].tolist() == [3, 0, V // 2, 0, V - 1]

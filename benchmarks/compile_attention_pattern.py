@@ -1,0 +1,105 @@
+"""The compiled decoder step with and without inductor's attention pattern replacement
+(docs/perf-notes-amx.md §49).
+
+    python benchmarks/compile_attention_pattern.py [--searches 1,5] [--precisions bf16,fp32]
+        [--reps 7] [--threads 2] [--out FILE]
+
+inductor rewrites a ``q kᵀ → softmax → · v`` subgraph it recognises into
+``aten._scaled_dot_product_flash_attention`` (``torch/_inductor/fx_passes/
+fuse_attention.py``). In seqlab's compiled decoder step (``seqlab.decode.compiled``) that
+replaces one of a layer's two single-query attentions, which the eager step runs as two
+small float32 matmuls because SDPA's CPU kernel was slower for one query row
+(docs/perf-notes-decoding.md §13). Variants, each its own copy of the same random-weight
+model and so its own compiled step:
+
+- ``pattern``: inductor as it comes (the library before §49);
+- ``no-pattern``: compiled with the replacement's parameter check answering "no"
+  (``seqlab.decode.compiled.attention_pattern_off``), so the graph keeps the matmuls.
+
+The workload of ``benchmarks/peers.py``'s decoding section (small Transformer, 100
+sources in batches of 32, exactly 30 new tokens), the variants back to back in every
+round (``paired_variants.round_robin``). Printed: ms per decoder step (median), the
+paired speed-up of ``no-pattern``, and whether the 1-best tokens are equal.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import copy
+import functools
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from benchmarks import peers_decode as pdec  # noqa: E402
+from benchmarks import peers_models as pm  # noqa: E402
+from benchmarks.paired_variants import (  # noqa: E402
+    against_first,
+    decode_workload,
+    one_best,
+    round_robin,
+)
+from seqlab.decode import compiled  # noqa: E402
+
+
+def variant(name: str, fn: Callable[[], object]) -> Callable[[], object]:
+    """``fn`` with inductor's attention replacement on (``pattern``) or off."""
+
+    def run() -> object:
+        with compiled.attention_pattern_off() if name == "no-pattern" else contextlib.nullcontext():
+            return fn()
+
+    return run
+
+
+def main(argv: list[str] | None = None) -> list[str]:
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--searches", default="1,5", help="beam widths; 1 = greedy")
+    p.add_argument("--precisions", default="bf16,fp32")
+    p.add_argument("--sentences", type=int, default=100)
+    p.add_argument("--new-tokens", type=int, default=30)
+    p.add_argument("--reps", type=int, default=7)
+    p.add_argument("--threads", type=int, default=2)
+    p.add_argument("--tiny", action="store_true", help="tiny shapes (a smoke test)")
+    p.add_argument("--out", type=Path, help="also write the table to this file")
+    args = p.parse_args(argv)
+    torch._dynamo.config.recompile_limit = 64  # two steps × searches × precisions
+    size = pm.TINY if args.tiny else pm.SMALL
+    model, batches = decode_workload(size, args.sentences, 32, args.threads)
+    models = {"pattern": model, "no-pattern": copy.deepcopy(model)}
+    head = (f"{args.sentences} sentences, {args.new_tokens} new tokens, compiled step, "
+            f"{args.reps} reps, {args.threads} threads, torch {torch.__version__}")  # fmt: skip
+    rows = [
+        "| search | precision | pattern ms / step | no-pattern ms / step | speed-up | same |",
+        "|---|---|---:|---:|---:|---|",
+    ]
+    print(head + "\n" + "\n".join(rows), flush=True)
+    n = args.new_tokens
+    for beam in (int(b) for b in args.searches.split(",")):
+        for precision in args.precisions.split(","):
+            runs, best = {}, {}
+            for name, m in models.items():
+                rep = pdec.decode_rep("seqlab-compiled", m, batches, beam, n, precision)
+                runs[name] = variant(name, rep)
+                impl = "seqlab-compiled"
+                best_of = functools.partial(one_best, m, batches, beam, n, impl, precision)
+                best[name] = variant(name, best_of)()
+            vs = against_first(round_robin(runs, args.reps), best, len(batches) * n)
+            search = "greedy" if beam == 1 else f"beam {beam}"
+            new = vs["no-pattern"]
+            row = (f"| {search} | {precision} | {vs['pattern'].ms:.2f} | {new.ms:.2f} "
+                   f"| {new.speed:.3f}× | {'yes' if new.same else 'NO'} |")  # fmt: skip
+            rows.append(row)
+            print(row, flush=True)
+    if args.out:
+        args.out.write_text(head + "\n\n" + "\n".join(rows) + "\n")
+    return rows
+
+
+if __name__ == "__main__":
+    main()
