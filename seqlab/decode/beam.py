@@ -43,8 +43,8 @@ from seqlab.decode.scoring import (
     best_possible_score,
     forbid_eos,
     gnmt_coverage_penalty,
+    next_log_probs,
     penalised_score,
-    step_log_probs,
 )
 from seqlab.decode.state import (
     DecodeResult,
@@ -320,8 +320,7 @@ def beam_search(
     t = 0
     for t in range(1, int(limit.max()) + 1):
         A = active.numel()
-        logits, state = decoder.step(y_prev, state)  # (A·K, V); (B, V) at t = 1
-        log_p = step_log_probs(logits)  # (A·K, V)
+        log_p, state = next_log_probs(decoder, y_prev, state)  # (A·K, V); (B, V) at t = 1
         if t <= min_len:
             log_p = forbid_eos(log_p, eos_id)  # (A·K, V)
         if t == 1:  # every slot of an input sees the same distribution (slot 0's)

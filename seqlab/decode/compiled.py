@@ -28,6 +28,7 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
+from seqlab.decode.scoring import step_log_probs
 from seqlab.decode.state import full_reorder_on, reorder_state
 from seqlab.errors import SeqlabError
 
@@ -130,13 +131,21 @@ class CompiledStep:
         self.freeze = freeze  # False only to measure what freezing adds (the probe)
         # False: a pending reorder runs before the graph, eagerly (only to measure §26).
         self.reorder_in_graph = True
+        # False: ``log_prob_step`` takes the log_softmax eagerly (only to measure §50).
+        self.log_probs_in_graph = True
+        # Whether inductor may rewrite the step's attention into SDPA (§49).
+        self.sdpa_rewrite = True
         self._step = torch.compile(self._reorder_then_step, dynamic=True)
 
-    def _reorder_then_step(self, y_prev: Tensor, state: Any, index: Tensor | None) -> Any:
-        """The compiled function: a pending within-input reorder, then ``model.step``."""
+    def _reorder_then_step(
+        self, y_prev: Tensor, state: Any, index: Tensor | None, log_probs: bool = False
+    ) -> Any:
+        """The compiled function: a pending within-input reorder, then ``model.step``, and
+        with ``log_probs`` its logits' ``step_log_probs`` (one graph per value)."""
         if index is not None:
             state = reorder_state(state, index, within_inputs=True)
-        return self.model.step(y_prev, state)
+        logits, state = self.model.step(y_prev, state)
+        return (step_log_probs(logits) if log_probs else logits), state
 
     def init_state(self, memory: Tensor, src_mask: Tensor) -> Any:
         """The model's initial decoder state with the concatenating self-attention cache,
@@ -149,6 +158,25 @@ class CompiledStep:
     def step(self, y_prev: Tensor, state: Any) -> tuple[Tensor, PendingReorder]:
         """``model.step`` compiled; the state comes back as a ``PendingReorder``, so that
         beam search's next reorder runs inside the next step's graph."""
+        return self._compiled(y_prev, state, log_probs=False)
+
+    def log_prob_step(self, y_prev: Tensor, state: Any) -> tuple[Tensor, PendingReorder]:
+        """``step`` and the log_softmax of its logits (``step_log_probs``) in one graph,
+        where inductor fuses the cast and the normalisation into one pass over the (B, V)
+        logits; the searches call this (``seqlab.decode.scoring.next_log_probs``).
+
+        Shapes: y_prev (B,) long -> log_p (B, V) float32, new state
+        """
+        if not self.log_probs_in_graph:
+            logits, state = self.step(y_prev, state)
+            return step_log_probs(logits), state
+        return self._compiled(y_prev, state, log_probs=True)
+
+    def _compiled(
+        self, y_prev: Tensor, state: Any, log_probs: bool
+    ) -> tuple[Tensor, PendingReorder]:
+        """The compiled step's call: a pending reorder into the graph (or eagerly), the
+        state's cache bookkeeping around it.  -> logits or log_p (B, V), new state"""
         index = None
         if isinstance(state, PendingReorder):
             state, index = state.state, state.index
@@ -163,11 +191,12 @@ class CompiledStep:
         ready, written = getattr(state, "ready", None), getattr(state, "written", None)
         if callable(ready):
             state = ready()
-        with torch.no_grad(), self._inductor_config.patch(freezing=self.freeze):
-            logits, state = self._step(y_prev, state, index)
+        keep_attention = contextlib.nullcontext() if self.sdpa_rewrite else attention_pattern_off()
+        with torch.no_grad(), self._inductor_config.patch(freezing=self.freeze), keep_attention:
+            out, state = self._step(y_prev, state, index, log_probs)
         if callable(written):
             state.written()
-        return logits, PendingReorder(state)
+        return out, PendingReorder(state)
 
 
 def compiled_decoder(model: nn.Module) -> CompiledStep:

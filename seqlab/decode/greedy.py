@@ -15,7 +15,7 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from seqlab.decode.scoring import forbid_eos, step_log_probs
+from seqlab.decode.scoring import forbid_eos, next_log_probs
 from seqlab.decode.state import DecodeResult, StepDecoder, drop_done_inputs, state_device
 from seqlab.nn.packed_linear import with_packed_linears
 from seqlab.registry import SEARCHES
@@ -101,8 +101,7 @@ def decode_one_per_row(
     tokens: list[Tensor] = []
     active = torch.arange(B, device=device)  # (A,) the rows still in the decoder's batch
     for t in range(1, int(limit.max()) + 1):
-        logits, state = decoder.step(y_prev, state)  # (A, V)
-        log_p = step_log_probs(logits)  # (A, V)
+        log_p, state = next_log_probs(decoder, y_prev, state)  # (A, V)
         if t <= min_len:
             log_p = forbid_eos(log_p, eos_id)  # (A, V)
         y_t = choose(log_p)  # (A,)

@@ -31,6 +31,21 @@ def step_log_probs(logits: Tensor) -> Tensor:
     return F.log_softmax(logits.to(dtype), dim=-1)  # (..., V)
 
 
+def next_log_probs(decoder: StepDecoder, y_prev: Tensor, state: Any) -> tuple[Tensor, Any]:
+    """The decoder's step and log p(· | y_<t) = ``step_log_probs`` of its logits, as every
+    search takes them. A decoder with a ``log_prob_step`` method returns both itself: the
+    compiled step computes the log_softmax inside its graph, fused with the output layer
+    (``seqlab.decode.compiled``; docs/perf-notes-amx.md §50).
+
+    Shapes: y_prev (B,) long -> log_p (B, V) float32 or float64, new state
+    """
+    own = getattr(decoder, "log_prob_step", None)
+    if own is not None:
+        return own(y_prev, state)
+    logits, state = decoder.step(y_prev, state)  # (B, V)
+    return step_log_probs(logits), state  # (B, V)
+
+
 def forbid_eos(log_p: Tensor, eos_id: int) -> Tensor:
     """log p with EOS set to −∞ (``min_len``), the other entries unchanged (no renormalising).
 

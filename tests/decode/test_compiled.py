@@ -11,6 +11,7 @@ import torch
 from seqlab.cli.translate_cmd import add_search_arguments, search_overrides
 from seqlab.data.vocab import EOS_ID, PAD_ID
 from seqlab.decode.compiled import compiled_decoder
+from seqlab.decode.scoring import step_log_probs
 from seqlab.errors import SeqlabError
 from seqlab.models.transformer import TransformerConfig, TransformerSeq2Seq
 from seqlab.tasks.translation_eval import SearchSettings, decode_ids
@@ -47,6 +48,35 @@ def test_compiled_decoding_equals_eager():
             for got, want in zip(fast, eager):
                 assert [s for _, s, _ in got] == pytest.approx([s for _, s, _ in want], abs=1e-4)
             assert len({tuple(nb[0][0]) for nb in eager}) > 3  # distinct outputs
+    finally:
+        torch._dynamo.reset()
+
+
+@pytest.mark.slow
+@pytest.mark.compiles
+def test_log_prob_step_is_the_log_softmax_of_the_step():
+    # The searches take log p from the compiled graph (``log_prob_step``, log_softmax fused
+    # there; perf-notes-amx.md §50): it must be step_log_probs of the compiled logits, and
+    # the eager form (log_probs_in_graph False) the same values exactly.
+    model = _model()
+    src = torch.tensor(_sources(4)[0])[None].repeat(3, 1)  # (3, S)
+    mask = torch.ones_like(src, dtype=torch.bool)
+    torch._dynamo.reset()
+    try:
+        step = compiled_decoder(model)
+        y = torch.tensor([1, 5, 7])  # (3,)
+        with torch.no_grad():
+            memory = model.encode(src, mask)
+            logits, _ = step.step(y, step.init_state(memory, mask))  # (3, V)
+            log_p, state = step.log_prob_step(y, step.init_state(memory, mask))  # (3, V)
+            step.log_probs_in_graph = False
+            eager_log_p, _ = step.log_prob_step(y, step.init_state(memory, mask))
+        want = step_log_probs(logits)
+        assert log_p.dtype == torch.float32 and log_p.shape == (3, V)
+        torch.testing.assert_close(log_p, want, rtol=0, atol=1e-5)
+        assert torch.equal(eager_log_p, want)
+        assert torch.allclose(log_p.exp().sum(-1), torch.ones(3), atol=1e-5)
+        assert hasattr(state, "resolved")  # the state stays a PendingReorder
     finally:
         torch._dynamo.reset()
 

@@ -113,3 +113,31 @@ def test_argmax_token_is_the_first_maximum(dtype):
         assert got.dtype == torch.long and got.shape == (7,)
         assert torch.equal(got, x.argmax(dim=-1))
         assert got[1:6].tolist() == [3, 0, V // 2, 0, V - 1]
+
+
+def test_searches_take_a_decoders_own_log_prob_step():
+    # A decoder with ``log_prob_step`` (the compiled step: log_softmax in its graph) gives
+    # the searches their log p itself; without one they normalise ``step``'s logits.
+    from seqlab.decode import beam_search
+    from seqlab.decode.scoring import next_log_probs
+
+    class Flipped(ScriptedDecoder):
+        calls = 0
+
+        def log_prob_step(self, y_prev, state):  # the reverse preference of ``step``
+            Flipped.calls += 1
+            log_p, state = self.step(y_prev, state)  # (B, 4)
+            return log_p.flip(-1), state
+
+    table = {(): [0.1, 0.6, 0.2, 0.1]}
+    plain, flipped = ScriptedDecoder(table, [0.7, 0.1, 0.1, 0.1]), Flipped(table, [0.1] * 3 + [0.7])
+    y = torch.full((1,), BOS)
+    log_p, _ = next_log_probs(plain, y, plain.init_state(1))
+    assert torch.allclose(log_p.exp(), torch.tensor([[0.1, 0.6, 0.2, 0.1]], dtype=torch.float64))
+    log_p, _ = next_log_probs(flipped, y, flipped.init_state(1))
+    assert torch.allclose(log_p.exp(), torch.tensor([[0.1, 0.2, 0.6, 0.1]], dtype=torch.float64))
+    r = greedy(flipped, flipped.init_state(1), 1, BOS, EOS, max_len=2, pad_id=PAD)
+    assert r.tokens[0, 0].item() == 2  # the flipped table's best
+    calls = Flipped.calls
+    b = beam_search(flipped, flipped.init_state(1), 1, BOS, EOS, max_len=2, beam_size=2, pad_id=PAD)
+    assert b.tokens[0, 0, 0].item() == 2 and Flipped.calls > calls

@@ -1,35 +1,38 @@
-"""The compiled decoder step with and without inductor's attention pattern replacement
-(docs/perf-notes-amx.md §49).
+"""Two levers of the compiled decoder step, each measured as before / after in one process
+(docs/perf-notes-amx.md §49, §50).
 
-    python benchmarks/compile_attention_pattern.py [--searches 1,5] [--precisions bf16,fp32]
-        [--reps 7] [--threads 2] [--out FILE]
+    python benchmarks/compiled_step_levers.py --lever attention|log-probs [--searches 1,5]
+        [--precisions bf16,fp32] [--reps 7] [--threads 2] [--out FILE]
 
-inductor rewrites a ``q kᵀ → softmax → · v`` subgraph it recognises into
-``aten._scaled_dot_product_flash_attention`` (``torch/_inductor/fx_passes/
+``--lever attention`` (§49): inductor rewrites a ``q kᵀ → softmax → · v`` subgraph it
+recognises into ``aten._scaled_dot_product_flash_attention`` (``torch/_inductor/fx_passes/
 fuse_attention.py``). In seqlab's compiled decoder step (``seqlab.decode.compiled``) that
 replaces one of a layer's two single-query attentions, which the eager step runs as two
 small float32 matmuls because SDPA's CPU kernel was slower for one query row
 (docs/perf-notes-decoding.md §13). Variants, each its own copy of the same random-weight
 model and so its own compiled step:
 
-- ``pattern``: inductor as it comes (the library before §49);
-- ``no-pattern``: compiled with the replacement's parameter check answering "no"
+- ``before``: inductor as it comes (the library before §49);
+- ``after``: compiled with the replacement's parameter check answering "no"
   (``seqlab.decode.compiled.attention_pattern_off``), so the graph keeps the matmuls.
+
+``--lever log-probs`` (§50): the searches take log p = log_softmax(logits) in float32 at
+every step. ``before``: eagerly, after the compiled step returned its (bf16 under autocast)
+logits (``CompiledStep.log_probs_in_graph = False``); ``after``: inside the step's graph
+(``CompiledStep.log_prob_step``), where inductor fuses the cast and the normalisation.
 
 The workload of ``benchmarks/peers.py``'s decoding section (small Transformer, 100
 sources in batches of 32, exactly 30 new tokens), the variants back to back in every
 round (``paired_variants.round_robin``). Printed: ms per decoder step (median), the
-paired speed-up of ``no-pattern``, and whether the 1-best tokens are equal.
+paired speed-up of ``after`` over ``before``, and whether the 1-best tokens are equal.
 """
 
 from __future__ import annotations
 
 import argparse
-import contextlib
 import copy
 import functools
 import sys
-from collections.abc import Callable
 from pathlib import Path
 
 import torch
@@ -47,18 +50,20 @@ from benchmarks.paired_variants import (  # noqa: E402
 from seqlab.decode import compiled  # noqa: E402
 
 
-def variant(name: str, fn: Callable[[], object]) -> Callable[[], object]:
-    """``fn`` with inductor's attention replacement on (``pattern``) or off."""
-
-    def run() -> object:
-        with compiled.attention_pattern_off() if name == "no-pattern" else contextlib.nullcontext():
-            return fn()
-
-    return run
+def prepare(lever: str, name: str, model: torch.nn.Module) -> None:
+    """Set ``model``'s compiled step up as ``name`` ("before" or "after") of ``lever``, the
+    other lever as the library has it (each variant has its own model copy and so its own
+    ``CompiledStep``, which the searches reuse)."""
+    step = compiled.compiled_decoder(model)
+    if lever == "log-probs":
+        step.log_probs_in_graph = name == "after"
+    else:
+        step.sdpa_rewrite = name == "before"
 
 
 def main(argv: list[str] | None = None) -> list[str]:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--lever", choices=("attention", "log-probs"), required=True)
     p.add_argument("--searches", default="1,5", help="beam widths; 1 = greedy")
     p.add_argument("--precisions", default="bf16,fp32")
     p.add_argument("--sentences", type=int, default=100)
@@ -71,11 +76,13 @@ def main(argv: list[str] | None = None) -> list[str]:
     torch._dynamo.config.recompile_limit = 64  # two steps × searches × precisions
     size = pm.TINY if args.tiny else pm.SMALL
     model, batches = decode_workload(size, args.sentences, 32, args.threads)
-    models = {"pattern": model, "no-pattern": copy.deepcopy(model)}
-    head = (f"{args.sentences} sentences, {args.new_tokens} new tokens, compiled step, "
+    models = {"before": model, "after": copy.deepcopy(model)}
+    for name, m in models.items():
+        prepare(args.lever, name, m)
+    head = (f"lever {args.lever}: {args.sentences} sentences, {args.new_tokens} new tokens, "
             f"{args.reps} reps, {args.threads} threads, torch {torch.__version__}")  # fmt: skip
     rows = [
-        "| search | precision | pattern ms / step | no-pattern ms / step | speed-up | same |",
+        "| search | precision | before ms / step | after ms / step | speed-up | same tokens |",
         "|---|---|---:|---:|---:|---|",
     ]
     print(head + "\n" + "\n".join(rows), flush=True)
@@ -85,14 +92,14 @@ def main(argv: list[str] | None = None) -> list[str]:
             runs, best = {}, {}
             for name, m in models.items():
                 rep = pdec.decode_rep("seqlab-compiled", m, batches, beam, n, precision)
-                runs[name] = variant(name, rep)
+                runs[name] = rep
                 impl = "seqlab-compiled"
                 best_of = functools.partial(one_best, m, batches, beam, n, impl, precision)
-                best[name] = variant(name, best_of)()
+                best[name] = best_of()
             vs = against_first(round_robin(runs, args.reps), best, len(batches) * n)
             search = "greedy" if beam == 1 else f"beam {beam}"
-            new = vs["no-pattern"]
-            row = (f"| {search} | {precision} | {vs['pattern'].ms:.2f} | {new.ms:.2f} "
+            new = vs["after"]
+            row = (f"| {search} | {precision} | {vs['before'].ms:.2f} | {new.ms:.2f} "
                    f"| {new.speed:.3f}× | {'yes' if new.same else 'NO'} |")  # fmt: skip
             rows.append(row)
             print(row, flush=True)
