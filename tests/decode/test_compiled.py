@@ -81,6 +81,38 @@ def test_log_prob_step_is_the_log_softmax_of_the_step():
         torch._dynamo.reset()
 
 
+@pytest.mark.slow
+@pytest.mark.compiles
+def test_sdpa_rewrite_off_keeps_the_steps_matmuls():
+    # inductor rewrites the step's attention into SDPA's flash kernel unless compiled
+    # inside attention_pattern_off() (CompiledStep.sdpa_rewrite False; perf-notes-amx.md
+    # §49): then the only SDPA calls left are the eager encoder's (one per layer).
+    from torch.profiler import profile
+
+    src = torch.tensor(_sources(2)[0])[None].repeat(2, 1)  # (2, S)
+    mask = torch.ones_like(src, dtype=torch.bool)
+    counts = {}
+    for rewrite in (True, False):
+        torch._dynamo.reset()
+        model = _model()
+        step = compiled_decoder(model)
+        step.sdpa_rewrite = rewrite
+        with torch.no_grad():
+            y, state = torch.tensor([1, 5]), step.init_state(model.encode(src, mask), mask)
+            step.log_prob_step(y, state)  # compiles
+            with profile() as prof:
+                model.encode(src, mask)
+                for _ in range(3):
+                    _, state = step.log_prob_step(y, state)
+        counts[rewrite] = sum(
+            e.count for e in prof.key_averages() if e.key.startswith("aten::_scaled_dot_product")
+        )
+    torch._dynamo.reset()
+    encoder_layers = 2
+    assert counts[False] == encoder_layers
+    assert counts[True] > counts[False]
+
+
 @pytest.mark.compiles  # builds a CompiledStep, which checks for a compiler
 def test_compiled_step_is_kept_until_the_weights_change():
     model = _model()
