@@ -46,6 +46,7 @@ from benchmarks.paired_variants import (  # noqa: E402
     decode_workload,
     one_best,
     round_robin,
+    versus_cells,
 )
 from seqlab.decode import compiled  # noqa: E402
 
@@ -98,9 +99,7 @@ def main(argv: list[str] | None = None) -> list[str]:
                 best[name] = best_of()
             vs = against_first(round_robin(runs, args.reps), best, len(batches) * n)
             search = "greedy" if beam == 1 else f"beam {beam}"
-            new = vs["after"]
-            row = (f"| {search} | {precision} | {vs['before'].ms:.2f} | {new.ms:.2f} "
-                   f"| {new.speed:.3f}× | {'yes' if new.same else 'NO'} |")  # fmt: skip
+            row = f"| {search} | {precision} " + versus_cells(vs, "before", "after")
             rows.append(row)
             print(row, flush=True)
     if args.out:

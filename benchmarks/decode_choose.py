@@ -41,6 +41,7 @@ from benchmarks.paired_variants import (  # noqa: E402
     decode_workload,
     one_best,
     round_robin,
+    versus_cells,
 )
 
 
@@ -116,8 +117,7 @@ def main(argv: list[str] | None = None) -> list[str]:
             best_of = functools.partial(one_best, model, batches, 1, n, impl, precision)
             best = {c: with_chooser(c, best_of)() for c in CHOOSERS}
             vs = against_first(round_robin(runs, args.reps), best, len(batches) * n)
-            row = (f"| {impl}, greedy, {precision} | {vs['argmax'].ms:.2f} | {vs['max'].ms:.2f} | "
-                   f"{vs['max'].speed:.3f}× | {'yes' if vs['max'].same else 'NO'} |")  # fmt: skip
+            row = f"| {impl}, greedy, {precision} " + versus_cells(vs, "argmax", "max")
             rows.append(row)
             print(row, flush=True)
     if args.out:

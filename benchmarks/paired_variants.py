@@ -104,3 +104,11 @@ def against_first(times: dict[str, list[float]], best: dict[str, list], steps: i
         )
         for n, t in times.items()
     }
+
+
+def versus_cells(vs: dict, before: str, after: str) -> str:
+    """The table cells of ``after`` against ``before``: their ms per step, the paired
+    speed-up and whether the 1-best tokens are the same.  -> "| b ms | a ms | s× | yes |" """
+    new = vs[after]
+    return (f"| {vs[before].ms:.2f} | {new.ms:.2f} | {new.speed:.3f}× | "
+            f"{'yes' if new.same else 'NO'} |")  # fmt: skip
