@@ -59,6 +59,7 @@ from seqlab.errors import DataError, SeqlabError
 from seqlab.eval.bleu import corpus_bleu, corpus_chrf
 from seqlab.registry import TASKS
 from seqlab.tasks.base import LossOutput, Task
+from seqlab.tasks.copy_losses import copy_switch_loss, copy_token_weights
 from seqlab.tasks.copy_translation_decode import (
     decode_copy,
     model_device,
@@ -145,6 +146,12 @@ class CopyTranslationConfig:
     and source text (a training pair's own occurrences left out; seqlab.data.word_stats):
     whether the word is spelled the same in both languages, and so is likely copied.
     False (default) = See et al.'s encoder.
+
+    Training terms that favour copying (seqlab.tasks.copy_losses; neither is in See et
+    al.): ``copy_weight`` w ≥ 1 weighs the NLL of targets only a copy can produce (ids ≥ V)
+    by w; ``switch_lambda`` λ ≥ 0 adds λ Σ_t of a cross-entropy on p_gen where the
+    reference decides between copying and generating (Gulcehre et al. 2016). Defaults 1 and
+    0 = eq. 13 alone.
     """
 
     src_lang: str = "de"
@@ -179,6 +186,8 @@ class CopyTranslationConfig:
     char_ngram_min: int = 3
     char_ngram_max: int = 5
     src_word_stats: bool = False
+    copy_weight: float = 1.0
+    switch_lambda: float = 0.0
 
     def __post_init__(self) -> None:
         paths = [self.train_src, self.train_tgt, self.valid_src, self.valid_tgt]
@@ -199,7 +208,11 @@ class CopyTranslationConfig:
         for name in ("src_min_freq", "max_len", "valid_beam", "test_beam", "eval_batch_tokens"):
             if getattr(self, name) < 1:
                 raise ValueError(f"task.{name} must be >= 1, got {getattr(self, name)}")
-        for name in ("cov_lambda", "coverage_penalty"):
+        if not (self.copy_weight >= 1 and math.isfinite(self.copy_weight)):
+            raise ValueError(
+                f"task.copy_weight must be a finite number >= 1 (1 = off), got {self.copy_weight}"
+            )
+        for name in ("cov_lambda", "coverage_penalty", "switch_lambda"):
             value = getattr(self, name)
             if not (value >= 0 and math.isfinite(value)):
                 raise ValueError(f"task.{name} must be a finite number >= 0, got {value}")
@@ -350,7 +363,9 @@ class CopyTranslationTask(Task):
         return collate_copy([examples[i] for i in indices])
 
     def loss(self, model: nn.Module, batch: CopyBatch, label_smoothing: float = 0.0) -> LossOutput:
-        """Σ over non-pad targets of −log P(y_t) + λ covloss_t (See et al. 2017, eq. 13)."""
+        """Σ over non-pad targets of −log P(y_t) + λ covloss_t (See et al. 2017, eq. 13),
+        with the optional copy terms (``copy_weight``, ``switch_lambda``). ``nll_sum`` is
+        always the plain Σ −log P(y_t), so perplexities stay comparable."""
         if label_smoothing:
             raise SeqlabError(
                 "copy_translation has no label smoothing (an extended id outside the source "
@@ -371,8 +386,15 @@ class CopyTranslationTask(Task):
         keep = batch.tgt_mask  # (B, T)
         nll_sum = -(log_P * keep).sum()  # ()
         loss_sum = nll_sum
+        V = len(self.tgt_vocab)
+        if self.cfg.copy_weight != 1.0:
+            m = copy_token_weights(batch.y_out, keep, V, self.cfg.copy_weight)  # (B, T)
+            loss_sum = -(log_P * m).sum()  # ()
+        if self.cfg.switch_lambda:
+            switch = copy_switch_loss(out.p_gen, batch.y_out, batch.src_ext, keep, V)  # ()
+            loss_sum = loss_sum + self.cfg.switch_lambda * switch
         if self.cfg.cov_lambda:
-            loss_sum = nll_sum + self.cfg.cov_lambda * (out.cov_loss * keep).sum()  # ()
+            loss_sum = loss_sum + self.cfg.cov_lambda * (out.cov_loss * keep).sum()  # ()
         return LossOutput(loss_sum, nll_sum.detach(), int(batch.n_tokens))
 
     # ------------------------------------------------------------------ evaluation
