@@ -51,15 +51,17 @@ from benchmarks.paired_variants import (  # noqa: E402
 from seqlab.decode import compiled  # noqa: E402
 
 
-def prepare(lever: str, name: str, model: torch.nn.Module) -> None:
-    """Set ``model``'s compiled step up as ``name`` ("before" or "after") of ``lever``, the
-    other lever as the library has it (each variant has its own model copy and so its own
-    ``CompiledStep``, which the searches reuse)."""
-    step = compiled.compiled_decoder(model)
-    if lever == "log-probs":
-        step.log_probs_in_graph = name == "after"
-    else:
-        step.sdpa_rewrite = name == "before"
+def prepare(lever: str, name: str, model: torch.nn.Module, beams: list[int]) -> None:
+    """Set ``model``'s compiled steps (one per search width in ``beams``) up as ``name``
+    ("before" or "after") of ``lever``, the other lever as the library has it (each variant
+    has its own model copy and so its own ``CompiledStep``, which the searches reuse).
+    ``attention``: "before" rewrites into SDPA, "after" does not, for every search."""
+    for beam in beams:
+        step = compiled.compiled_decoder(model, beam)
+        if lever == "log-probs":
+            step.log_probs_in_graph = name == "after"
+        else:
+            step.sdpa_rewrite = name == "before"
 
 
 def main(argv: list[str] | None = None) -> list[str]:
@@ -78,8 +80,9 @@ def main(argv: list[str] | None = None) -> list[str]:
     size = pm.TINY if args.tiny else pm.SMALL
     model, batches = decode_workload(size, args.sentences, 32, args.threads)
     models = {"before": model, "after": copy.deepcopy(model)}
+    beams = [int(b) for b in args.searches.split(",")]
     for name, m in models.items():
-        prepare(args.lever, name, m)
+        prepare(args.lever, name, m, beams)
     head = (f"lever {args.lever}: {args.sentences} sentences, {args.new_tokens} new tokens, "
             f"{args.reps} reps, {args.threads} threads, torch {torch.__version__}")  # fmt: skip
     rows = [
@@ -88,7 +91,7 @@ def main(argv: list[str] | None = None) -> list[str]:
     ]
     print(head + "\n" + "\n".join(rows), flush=True)
     n = args.new_tokens
-    for beam in (int(b) for b in args.searches.split(",")):
+    for beam in beams:
         for precision in args.precisions.split(","):
             runs, best = {}, {}
             for name, m in models.items():

@@ -58,12 +58,13 @@ VARIANTS = {
 }
 
 
-def with_variant(variant: str, model, compiled: bool, fn: Callable):
-    """``fn`` run with the variant's chunk size and, compiled, its reorder placement."""
+def with_variant(variant: str, model, compiled: bool, fn: Callable, beam: int = 5):
+    """``fn`` run with the variant's chunk size and, compiled, its reorder placement (on
+    the compiled step of a width-``beam`` search)."""
     chunk, in_graph = VARIANTS[variant]
 
     def run():
-        step = compiled_decoder(model) if compiled else None
+        step = compiled_decoder(model, beam) if compiled else None
         old = (top_ext.CHUNK, step.reorder_in_graph if step else None)
         top_ext.CHUNK = chunk
         if step is not None:
@@ -110,12 +111,12 @@ def measure(model, batches, beam: int, precision: str, args: argparse.Namespace)
     def best_of() -> list:
         return one_best(model, batches, beam, n_new, impl, precision)
 
-    best = {v: with_variant(v, model, args.compiled, best_of)() for v in variants}
+    best = {v: with_variant(v, model, args.compiled, best_of, beam)() for v in variants}
     rep = pdec.decode_rep(impl, model, batches, beam, n_new, precision)
     select: dict[str, list[float]] = {v: [] for v in variants}  # ms in selection per call
 
     def clocked(v: str) -> Callable[[], None]:
-        run = with_variant(v, model, args.compiled, rep)
+        run = with_variant(v, model, args.compiled, rep, beam)
 
         def timed_run() -> None:
             with SelectionClock() as clock:

@@ -87,7 +87,7 @@ def seqlab_decode(
     memory = model.encode(src, src_mask)  # (B, S, D)
     extra = {} if cache is None else {"cache": cache}  # other families take no cache
     state = model.init_state(memory, src_mask, **extra)
-    decoder = compiled_decoder(model) if compiled else model
+    decoder = compiled_decoder(model, beam) if compiled else model
     return search(decoder, state, src.size(0), beam, n_new)
 
 

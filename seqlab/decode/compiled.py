@@ -32,7 +32,10 @@ from seqlab.decode.scoring import step_log_probs
 from seqlab.decode.state import full_reorder_on, reorder_state
 from seqlab.errors import SeqlabError
 
-_COMPILED: weakref.WeakKeyDictionary[nn.Module, CompiledStep] = weakref.WeakKeyDictionary()
+# model -> {SDPA rewrite on: its compiled step} (one for greedy search, one for beam search)
+_COMPILED: weakref.WeakKeyDictionary[nn.Module, dict[bool, CompiledStep]] = (
+    weakref.WeakKeyDictionary()
+)
 
 
 def cpp_compiler() -> str | None:
@@ -133,15 +136,27 @@ class CompiledStep:
         self.reorder_in_graph = True
         # False: ``log_prob_step`` takes the log_softmax eagerly (only to measure §50).
         self.log_probs_in_graph = True
-        # Whether inductor may rewrite the step's attention into SDPA (§49).
+        # Whether inductor may rewrite the step's attention into SDPA (§49, §51; set by
+        # ``compiled_decoder`` per search).
         self.sdpa_rewrite = True
         self._step = torch.compile(self._reorder_then_step, dynamic=True)
 
     def _reorder_then_step(
-        self, y_prev: Tensor, state: Any, index: Tensor | None, log_probs: bool = False
+        self,
+        y_prev: Tensor,
+        state: Any,
+        index: Tensor | None,
+        log_probs: bool = False,
+        sdpa_rewrite: bool = True,
     ) -> Any:
         """The compiled function: a pending within-input reorder, then ``model.step``, and
-        with ``log_probs`` its logits' ``step_log_probs`` (one graph per value)."""
+        with ``log_probs`` its logits' ``step_log_probs`` (one graph per value).
+        ``sdpa_rewrite`` changes nothing here, but dynamo guards a bool argument the traced
+        code branches on, so it keys the graph: a graph compiled with inductor's attention
+        rewrite is never reused without it (two ``CompiledStep`` of one model share this
+        function's code and so its graphs; an argument never read is not guarded)."""
+        if not sdpa_rewrite:  # the branch is the guard (tests/decode/test_compiled.py)
+            pass
         if index is not None:
             state = reorder_state(state, index, within_inputs=True)
         logits, state = self.model.step(y_prev, state)
@@ -193,16 +208,20 @@ class CompiledStep:
             state = ready()
         keep_attention = contextlib.nullcontext() if self.sdpa_rewrite else attention_pattern_off()
         with torch.no_grad(), self._inductor_config.patch(freezing=self.freeze), keep_attention:
-            out, state = self._step(y_prev, state, index, log_probs)
+            out, state = self._step(y_prev, state, index, log_probs, self.sdpa_rewrite)
         if callable(written):
             state.written()
         return out, PendingReorder(state)
 
 
-def compiled_decoder(model: nn.Module) -> CompiledStep:
-    """The compiled step of ``model``, compiled on first use and again whenever its
-    weights have changed since. Only the Transformer's step is supported (its step is one
-    graph, tested; other families keep Python structures in their state)."""
+def compiled_decoder(model: nn.Module, beam: int = 1) -> CompiledStep:
+    """The compiled step of ``model`` for a search of width ``beam``, compiled on first use
+    and again whenever its weights have changed since. Greedy search (``beam`` 1) and beam
+    search get separate steps: inductor's SDPA rewrite of the step's attention is on for
+    the first (32 rows: SDPA's kernel is faster) and off for the second (B·K rows: the
+    matmuls are; docs/perf-notes-amx-beam.md §51). Only the Transformer's step is
+    supported (its step is one graph, tested; other families keep Python structures in
+    their state)."""
     from seqlab.models.transformer import TransformerSeq2Seq
 
     if not isinstance(model, TransformerSeq2Seq):
@@ -210,8 +229,13 @@ def compiled_decoder(model: nn.Module) -> CompiledStep:
             f"compiled decoding supports the Transformer only, not {type(model).__name__}; "
             "decode without it (the default)"
         )
-    cached = _COMPILED.get(model)
+    if beam < 1:
+        raise SeqlabError(f"compiled_decoder: beam must be >= 1, got {beam}")
+    rewrite = beam == 1
+    steps = _COMPILED.setdefault(model, {})
+    cached = steps.get(rewrite)
     if cached is None or cached.versions != _weight_versions(model):
         cached = CompiledStep(model)
-        _COMPILED[model] = cached
+        cached.sdpa_rewrite = rewrite
+        steps[rewrite] = cached
     return cached

@@ -173,7 +173,8 @@ def decode_ids(
     (B, T); beam tokens (B, N, T).
     """
     device = _device(model)
-    decoder = compiled_decoder(model) if settings.compiled else model  # .step for the search
+    width = 1 if settings.greedy else settings.beam  # greedy and beam: separate steps (§51)
+    decoder = compiled_decoder(model, width) if settings.compiled else model  # .step
     use_cp = settings.coverage_penalty > 0.0 and not settings.greedy
     coverage = coverage_of(model, settings.coverage_penalty) if use_cp else None
     out: list[list[tuple[list[int], float, float]] | None] = [None] * len(sources)

@@ -86,17 +86,19 @@ def test_log_prob_step_is_the_log_softmax_of_the_step():
 def test_sdpa_rewrite_off_keeps_the_steps_matmuls():
     # inductor rewrites the step's attention into SDPA's flash kernel unless compiled
     # inside attention_pattern_off() (CompiledStep.sdpa_rewrite False; perf-notes-amx.md
-    # §49): then the only SDPA calls left are the eager encoder's (one per layer).
+    # §49): then the only SDPA calls left are the eager encoder's (one per layer). The
+    # greedy step rewrites, the beam step does not (§51), though both are of one model and
+    # the greedy one is compiled first: the beam step must not reuse its graph.
     from torch.profiler import profile
 
     src = torch.tensor(_sources(2)[0])[None].repeat(2, 1)  # (2, S)
     mask = torch.ones_like(src, dtype=torch.bool)
     counts = {}
-    for rewrite in (True, False):
-        torch._dynamo.reset()
-        model = _model()
-        step = compiled_decoder(model)
-        step.sdpa_rewrite = rewrite
+    torch._dynamo.reset()
+    model = _model()
+    for rewrite, beam in ((True, 1), (False, 4)):
+        step = compiled_decoder(model, beam)
+        assert step.sdpa_rewrite is rewrite
         with torch.no_grad():
             y, state = torch.tensor([1, 5]), step.init_state(model.encode(src, mask), mask)
             step.log_prob_step(y, state)  # compiles
@@ -108,6 +110,7 @@ def test_sdpa_rewrite_off_keeps_the_steps_matmuls():
             e.count for e in prof.key_averages() if e.key.startswith("aten::_scaled_dot_product")
         )
     torch._dynamo.reset()
+    assert compiled_decoder(model, 4) is not compiled_decoder(model, 1)
     encoder_layers = 2
     assert counts[False] == encoder_layers
     assert counts[True] > counts[False]
@@ -118,12 +121,18 @@ def test_compiled_step_is_kept_until_the_weights_change():
     model = _model()
     first = compiled_decoder(model)
     assert compiled_decoder(model) is first  # nothing compiled twice
+    beam_step = compiled_decoder(model, 5)
+    assert beam_step is compiled_decoder(model, 2) and beam_step is not first
+    assert first.sdpa_rewrite and not beam_step.sdpa_rewrite  # §51
     with torch.no_grad():
         next(model.parameters()).add_(1.0)  # what an optimizer step does
     again = compiled_decoder(model)
     assert again is not first  # frozen weights would be stale: compiled anew
+    assert compiled_decoder(model, 5) is not beam_step
     model.load_state_dict(model.state_dict())  # copy_ into every parameter
     assert compiled_decoder(model) is not again
+    with pytest.raises(SeqlabError, match="beam must be >= 1"):
+        compiled_decoder(model, 0)
 
 
 def test_other_families_are_refused():
