@@ -219,7 +219,7 @@ def compiled_decoder(model: nn.Module, beam: int = 1) -> CompiledStep:
     and again whenever its weights have changed since. Greedy search (``beam`` 1) and beam
     search get separate steps: inductor's SDPA rewrite of the step's attention is on for
     the first (32 rows: SDPA's kernel is faster) and off for the second (B·K rows: the
-    matmuls are; docs/perf-notes-amx-beam.md §51). Only the Transformer's step is
+    matmuls are; docs/perf-notes-compiled-beam.md §51). Only the Transformer's step is
     supported (its step is one graph, tested; other families keep Python structures in
     their state)."""
     from seqlab.models.transformer import TransformerSeq2Seq
