@@ -18,6 +18,7 @@ never used; steps always run without autograd.
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import shutil
 import weakref
@@ -31,6 +32,7 @@ from torch import Tensor, nn
 from seqlab.decode.scoring import step_log_probs
 from seqlab.decode.state import full_reorder_on, reorder_state
 from seqlab.errors import SeqlabError
+from seqlab.train.precision import read_cpu_flags
 
 # model -> {SDPA rewrite on: its compiled step} (one for greedy search, one for beam search)
 _COMPILED: weakref.WeakKeyDictionary[nn.Module, dict[bool, CompiledStep]] = (
@@ -59,6 +61,24 @@ def attention_pattern_off() -> Iterator[None]:
         yield
     finally:
         fuse_attention._sfdp_params_check = saved
+
+
+def sdpa_rewrite_for(device_type: str, beam: int, cpu_flags: frozenset[str]) -> bool:
+    """Whether the compiled step of a width-``beam`` search lets inductor rewrite its
+    attention into SDPA, as measured on two CPUs (docs/perf-notes-compiled-beam.md):
+    beam search (B·K rows) is faster without the rewrite on an AMX and on an AMD Zen 5 CPU
+    (§49, §51); greedy search (B rows) is faster with it where the CPU has ``amx_bf16``
+    (§49) and without it where it has not (§52). Off the CPU nothing was measured, so
+    inductor keeps its rewrite there."""
+    if device_type != "cpu":
+        return True
+    return beam == 1 and "amx_bf16" in cpu_flags
+
+
+@functools.cache
+def _cpu_flags() -> frozenset[str]:
+    """This machine's CPU flags, read once (``compiled_decoder`` runs once per batch)."""
+    return read_cpu_flags()
 
 
 def _weight_versions(model: nn.Module) -> tuple[int, ...]:
@@ -216,10 +236,10 @@ class CompiledStep:
 
 def compiled_decoder(model: nn.Module, beam: int = 1) -> CompiledStep:
     """The compiled step of ``model`` for a search of width ``beam``, compiled on first use
-    and again whenever its weights have changed since. Greedy search (``beam`` 1) and beam
-    search get separate steps: inductor's SDPA rewrite of the step's attention is on for
-    the first (32 rows: SDPA's kernel is faster) and off for the second (B·K rows: the
-    matmuls are; docs/perf-notes-compiled-beam.md §51). Only the Transformer's step is
+    and again whenever its weights have changed since. Whether inductor may rewrite the
+    step's attention into SDPA depends on the search and the CPU (``sdpa_rewrite_for``);
+    one step is kept per model and setting, so greedy and beam search get separate steps
+    where their settings differ. Only the Transformer's step is
     supported (its step is one graph, tested; other families keep Python structures in
     their state)."""
     from seqlab.models.transformer import TransformerSeq2Seq
@@ -231,7 +251,8 @@ def compiled_decoder(model: nn.Module, beam: int = 1) -> CompiledStep:
         )
     if beam < 1:
         raise SeqlabError(f"compiled_decoder: beam must be >= 1, got {beam}")
-    rewrite = beam == 1
+    device_type = next(model.parameters()).device.type
+    rewrite = sdpa_rewrite_for(device_type, beam, _cpu_flags())
     steps = _COMPILED.setdefault(model, {})
     cached = steps.get(rewrite)
     if cached is None or cached.versions != _weight_versions(model):

@@ -10,7 +10,8 @@ import torch
 
 from seqlab.cli.translate_cmd import add_search_arguments, search_overrides
 from seqlab.data.vocab import EOS_ID, PAD_ID
-from seqlab.decode.compiled import compiled_decoder
+from seqlab.decode import compiled
+from seqlab.decode.compiled import compiled_decoder, sdpa_rewrite_for
 from seqlab.decode.scoring import step_log_probs
 from seqlab.errors import SeqlabError
 from seqlab.models.transformer import TransformerConfig, TransformerSeq2Seq
@@ -81,9 +82,28 @@ def test_log_prob_step_is_the_log_softmax_of_the_step():
         torch._dynamo.reset()
 
 
+def _amx(monkeypatch, has_amx: bool) -> None:
+    """Pretend the CPU has (or lacks) amx_bf16, for the rewrite policy."""
+    flags = frozenset({"avx512_bf16", *(("amx_bf16",) if has_amx else ())})
+    monkeypatch.setattr(compiled, "_cpu_flags", lambda: flags)
+
+
+def test_sdpa_rewrite_policy():
+    # docs/perf-notes-compiled-beam.md §49, §51, §52: on a CPU beam search compiles without
+    # inductor's SDPA rewrite, greedy with it only where the CPU has AMX; off the CPU
+    # (nothing measured) inductor keeps its rewrite.
+    amx, zen = frozenset({"amx_bf16", "avx512_bf16"}), frozenset({"avx512_bf16", "avx2"})
+    assert sdpa_rewrite_for("cpu", 1, amx) is True
+    assert sdpa_rewrite_for("cpu", 1, zen) is False
+    assert sdpa_rewrite_for("cpu", 5, amx) is False
+    assert sdpa_rewrite_for("cpu", 5, zen) is False
+    assert sdpa_rewrite_for("cuda", 1, zen) is True
+    assert sdpa_rewrite_for("cuda", 5, amx) is True
+
+
 @pytest.mark.slow
 @pytest.mark.compiles
-def test_sdpa_rewrite_off_keeps_the_steps_matmuls():
+def test_sdpa_rewrite_off_keeps_the_steps_matmuls(monkeypatch):
     # inductor rewrites the step's attention into SDPA's flash kernel unless compiled
     # inside attention_pattern_off() (CompiledStep.sdpa_rewrite False; perf-notes-amx.md
     # §49): then the only SDPA calls left are the eager encoder's (one per layer). The
@@ -94,6 +114,7 @@ def test_sdpa_rewrite_off_keeps_the_steps_matmuls():
     src = torch.tensor(_sources(2)[0])[None].repeat(2, 1)  # (2, S)
     mask = torch.ones_like(src, dtype=torch.bool)
     counts = {}
+    _amx(monkeypatch, True)  # greedy rewrites (§49), beam does not (§51)
     torch._dynamo.reset()
     model = _model()
     for rewrite, beam in ((True, 1), (False, 4)):
@@ -117,7 +138,8 @@ def test_sdpa_rewrite_off_keeps_the_steps_matmuls():
 
 
 @pytest.mark.compiles  # builds a CompiledStep, which checks for a compiler
-def test_compiled_step_is_kept_until_the_weights_change():
+def test_compiled_step_is_kept_until_the_weights_change(monkeypatch):
+    _amx(monkeypatch, True)
     model = _model()
     first = compiled_decoder(model)
     assert compiled_decoder(model) is first  # nothing compiled twice
@@ -133,6 +155,10 @@ def test_compiled_step_is_kept_until_the_weights_change():
     assert compiled_decoder(model) is not again
     with pytest.raises(SeqlabError, match="beam must be >= 1"):
         compiled_decoder(model, 0)
+    _amx(monkeypatch, False)  # §52: without AMX greedy and beam share one step, no rewrite
+    other = _model()
+    assert compiled_decoder(other, 1) is compiled_decoder(other, 5)
+    assert not compiled_decoder(other, 1).sdpa_rewrite
 
 
 def test_other_families_are_refused():
