@@ -58,7 +58,7 @@ VARIANTS = {
 }
 
 
-def with_variant(variant: str, model, compiled: bool, fn: Callable, beam: int = 5):
+def with_variant(variant: str, model, compiled: bool, fn: Callable, beam: int):
     """``fn`` run with the variant's chunk size and, compiled, its reorder placement (on
     the compiled step of a width-``beam`` search)."""
     chunk, in_graph = VARIANTS[variant]

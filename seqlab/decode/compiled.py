@@ -34,7 +34,8 @@ from seqlab.decode.state import full_reorder_on, reorder_state
 from seqlab.errors import SeqlabError
 from seqlab.train.precision import read_cpu_flags
 
-# model -> {SDPA rewrite on: its compiled step} (one for greedy search, one for beam search)
+# model -> {SDPA rewrite on?: its compiled step} (one entry where greedy and beam search
+# agree on the rewrite, two where they do not: ``sdpa_rewrite_for``)
 _COMPILED: weakref.WeakKeyDictionary[nn.Module, dict[bool, CompiledStep]] = (
     weakref.WeakKeyDictionary()
 )
@@ -136,7 +137,7 @@ class CompiledStep:
     Shapes: as ``model.step``: y_prev (B,) long -> logits (B, V), new state.
     """
 
-    def __init__(self, model: nn.Module, freeze: bool = True) -> None:
+    def __init__(self, model: nn.Module, freeze: bool = True, sdpa_rewrite: bool = True) -> None:
         if not callable(getattr(model, "step", None)):
             raise SeqlabError(f"{type(model).__name__} has no decoder step to compile")
         on_cpu = next(model.parameters()).device.type == "cpu"
@@ -156,9 +157,9 @@ class CompiledStep:
         self.reorder_in_graph = True
         # False: ``log_prob_step`` takes the log_softmax eagerly (only to measure §50).
         self.log_probs_in_graph = True
-        # Whether inductor may rewrite the step's attention into SDPA (§49, §51; set by
-        # ``compiled_decoder`` per search).
-        self.sdpa_rewrite = True
+        # Whether inductor may rewrite the step's attention into SDPA (§49, §51, §52;
+        # ``compiled_decoder`` passes ``sdpa_rewrite_for``'s answer).
+        self.sdpa_rewrite = sdpa_rewrite
         self._step = torch.compile(self._reorder_then_step, dynamic=True)
 
     def _reorder_then_step(
@@ -256,7 +257,6 @@ def compiled_decoder(model: nn.Module, beam: int = 1) -> CompiledStep:
     steps = _COMPILED.setdefault(model, {})
     cached = steps.get(rewrite)
     if cached is None or cached.versions != _weight_versions(model):
-        cached = CompiledStep(model)
-        cached.sdpa_rewrite = rewrite
+        cached = CompiledStep(model, sdpa_rewrite=rewrite)
         steps[rewrite] = cached
     return cached
