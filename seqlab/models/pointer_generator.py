@@ -4,7 +4,7 @@ and (2)") use it for repetition and for out-of-vocabulary words.
 
     x_i = E[w_i]  (+ mean_{g ∈ G(w_i)} z_g)  (+ W_f f(w_i))   encoder input (B, S, E)
     h_i = [h→_i ; h←_i]                               BiLSTM encoder states (B, S, 2H)  §2.1
-    s_t = LSTM(x_t, s_{t−1}),  x_t = E[y_{t−1}]       decoder state (B, H)
+    s_t = LSTM(x_t, s_{t−1}),  x_t = E[y_{t−1}]  (+ W_ζ ζ_t)   decoder state (B, H)
     c^t = Σ_{t'<t} a^{t'}        (c^0 = 0)             coverage vector (B, S)           eq. 10
     e_i^t = vᵀ tanh(W_h h_i + W_s s_t + w_c c_i^t + b_attn)                            eq. 11
     a^t = softmax(e^t)           (padding excluded)    attention (B, S)                 eq. 2
@@ -32,6 +32,9 @@ German word it should translate. With ``src_stat_features`` = F > 0 (the task's
 ``src_word_stats``) it also adds W_f f(w_i), a linear map of the word's F corpus
 statistics (how often it occurs on the target and the source side of the training text;
 seqlab.data.word_stats): whether a word is spelled the same in both languages.
+With ``selective_read`` the decoder input adds W_ζ ζ_t, CopyNet's selective read of the
+encoder states at the source positions holding y_{t−1} (Gu et al. 2016, §3.3;
+seqlab.nn.selective_read), so a copied word is more than E[<unk>] to the decoder.
 """
 
 from __future__ import annotations
@@ -51,6 +54,7 @@ from seqlab.nn.cells import LSTMCell
 from seqlab.nn.embedding import Embedding
 from seqlab.nn.masks import masked_softmax
 from seqlab.nn.recurrent import Recurrent
+from seqlab.nn.selective_read import selective_read
 from seqlab.registry import MODELS
 
 __all__ = [
@@ -139,7 +143,8 @@ class CoverageAttention(nn.Module):
 @dataclass(frozen=True)
 class PointerGeneratorConfig:
     """The paper (§4): E = 128 (emb_dim), H = 256 (hidden_size, both LSTMs), attention
-    width 2H = 512, no dropout; ``coverage`` adds w_c (eq. 11). Defaults are CPU-sized."""
+    width 2H = 512, no dropout; ``coverage`` adds w_c (eq. 11). Defaults are CPU-sized.
+    ``selective_read`` (not in See et al.) adds W_ζ ζ_t to the decoder input (CopyNet)."""
 
     emb_dim: int = 128
     hidden_size: int = 256
@@ -149,6 +154,7 @@ class PointerGeneratorConfig:
     dropout: float = 0.1
     init_range: float = 0.1
     forget_bias: float = 1.0
+    selective_read: bool = False
 
     def __post_init__(self) -> None:
         for name in ("emb_dim", "hidden_size", "attn_dim", "out_dim"):
@@ -216,7 +222,8 @@ class PointerGenerator(nn.Module):
     (normalised: the searches' log_softmax leaves them unchanged). The extended source
     ids come with the batch (``src_ext``, ``n_oov``; seqlab.data.oov); without them the
     source ids are read as target ids (a shared vocabulary, as in the algorithmic tasks),
-    ids ≥ V as UNK. Decoder inputs ≥ V (copied OOVs) are read as UNK (§2.2).
+    ids ≥ V as UNK. Decoder inputs ≥ V (copied OOVs) are read as UNK by E (§2.2); with
+    ``selective_read`` ζ tells them apart.
 
     Shapes:
         src (B, S), src_mask (B, S) bool, y_in (B, T), src_ext (B, S) -> (B, T, V + n_oov)
@@ -256,6 +263,9 @@ class PointerGenerator(nn.Module):
             nn.Linear(src_stat_features, E, bias=False) if src_stat_features > 0 else None
         )
         self.tgt_embed = Embedding(tgt_vocab, E, padding_idx=pad_id)
+        # W_ζ: CopyNet's selective read ζ_t (2H) -> the decoder input (E); no bias (ζ = 0
+        # where y_{t−1} is not in the source)
+        self.W_zeta = nn.Linear(2 * H, E, bias=False) if cfg.selective_read else None
         self.encoder = Recurrent("lstm", E, H, bidirectional=True)
         self.W_reduce_h = nn.Linear(2 * H, H)  # s_0 = ReLU(W [→h_S ; ←h_1] + b)
         self.W_reduce_c = nn.Linear(2 * H, H)  # the same for the LSTM memory cell
@@ -324,10 +334,18 @@ class PointerGenerator(nn.Module):
                 f"(B, S, {dim}) with (B, S) = {tuple(src.shape)}, got {got}"
             )
 
-    def decoder_input(self, y: Tensor) -> Tensor:
-        """x = dropout(E[y]) with extended ids y ≥ V read as UNK.  (B, [T]) -> (B, [T,] E)."""
-        y = torch.where(y < self.V_size, y, UNK_ID)  # (B, [T])
-        return self._drop(self.tgt_embed(y))  # (B, [T,] E)
+    def decoder_input(self, y: Tensor, h: Tensor, src_ext: Tensor, src_mask: Tensor) -> Tensor:
+        """x = dropout(E[y] + W_ζ ζ) with extended ids y ≥ V read as UNK in E; the
+        selective read ζ of the states h (seqlab.nn.selective_read) only with
+        ``selective_read``.
+
+        Shapes: y (B, [T]) extended ids; h (B, S, 2H); src_ext, src_mask (B, S)
+                -> (B, [T,] E)
+        """
+        x = self.tgt_embed(torch.where(y < self.V_size, y, UNK_ID))  # (B, [T,] E)
+        if self.W_zeta is not None:
+            x = x + self.W_zeta(selective_read(y, src_ext, src_mask, h)).to(x.dtype)
+        return self._drop(x)  # (B, [T,] E)
 
     def mixture(
         self, s: Tensor, h_star: Tensor, x: Tensor, a: Tensor, src_ext: Tensor, n_oov: int
@@ -386,7 +404,7 @@ class PointerGenerator(nn.Module):
     def step(
         self, y_prev: Tensor, state: PointerGeneratorState
     ) -> tuple[Tensor, PointerGeneratorState]:
-        x = self.decoder_input(y_prev)  # (B, E)
+        x = self.decoder_input(y_prev, state.h, state.src_ext, state.src_mask)  # (B, E)
         (s, s_cell), _ = self.decoder_cell.step(x, (state.s, state.s_cell))  # (B, H) ×2
         h_star, a = self.attention(
             s, state.keys, state.h, state.src_mask, state.cov
@@ -438,7 +456,7 @@ class PointerGenerator(nn.Module):
         """
         memory = self.encode(src, src_mask, src_ext, n_oov, src_grams, src_stats)
         state = self.init_state(memory, src_mask)
-        x = self.decoder_input(y_in)  # (B, T, E)
+        x = self.decoder_input(y_in, memory.h, memory.src_ext, src_mask)  # (B, T, E)
         s, _ = self.decoder(x, initial_state=(state.s[None], state.s_cell[None]))  # (B, T, H)
         cov, h_stars, attn, covs = state.cov, [], [], []
         for t in range(y_in.shape[1]):

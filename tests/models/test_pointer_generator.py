@@ -263,7 +263,7 @@ def test_bf16_autocast_keeps_the_mixture_and_coverage_in_float32():
 
 @pytest.mark.parametrize("coverage", [True, False])
 def test_every_parameter_gets_a_gradient_and_rebuilds_from_config(coverage):
-    model, cfg = build(coverage, dropout=0.2)
+    model, cfg = build(coverage, dropout=0.2, selective_read=coverage)
     model.train()
     b = copy_batch()
     out = run(model, b, details=True)
@@ -273,6 +273,7 @@ def test_every_parameter_gets_a_gradient_and_rebuilds_from_config(coverage):
         assert p.grad is not None and torch.isfinite(p.grad).all(), name
         assert p.grad.abs().sum() > 0, f"{name} gets no gradient"
     assert (model.attention.w_c is not None) == coverage
+    assert (model.W_zeta is not None) == coverage
     rebuilt = from_dict(type(cfg), to_dict(cfg))
     assert rebuilt == cfg
     clone = MODELS.get("pointer_generator").target(rebuilt, V_SRC, V_TGT).double()
@@ -282,11 +283,12 @@ def test_every_parameter_gets_a_gradient_and_rebuilds_from_config(coverage):
 
 
 @pytest.mark.parametrize("coverage", [True, False])
-def test_step_equals_teacher_forcing_values_and_gradients(coverage):
+@pytest.mark.parametrize("selective", [False, True])
+def test_step_equals_teacher_forcing_values_and_gradients(coverage, selective):
     """Step decoding (LSTM cell, one step at a time) == teacher-forced forward (fused LSTM
     over all T): log P and every parameter's gradient, atol 1e-10 (float64); y_in holds
-    copied OOV ids ≥ V, read as UNK by both."""
-    model, _ = build(coverage)
+    copied OOV ids ≥ V, read as UNK by both (and through the selective read ζ)."""
+    model, _ = build(coverage, selective_read=selective)
     b = copy_batch(seed=5)
     assert (b.y_in >= V_TGT).any()
     results = []
@@ -301,14 +303,16 @@ def test_step_equals_teacher_forcing_values_and_gradients(coverage):
         torch.testing.assert_close(x, y, atol=TOL, rtol=0)
 
 
-def test_padding_the_source_changes_nothing():
+@pytest.mark.parametrize("selective", [False, True])
+def test_padding_the_source_changes_nothing(selective):
     """Three extra masked source columns with random source ids and random extended ids:
-    the same log P (atol 1e-10, float64)."""
-    model, _ = build()
+    the same log P (atol 1e-10, float64); the padded ids also match decoder inputs, which
+    the selective read must ignore."""
+    model, _ = build(selective_read=selective)
     b = copy_batch(seed=6)
     B = b.src.size(0)
     junk = torch.randint(4, V_SRC, (B, 3))
-    junk_ext = torch.randint(0, V_TGT + b.n_oov, (B, 3))
+    junk_ext = b.y_in[:, 1:4].clone()  # ids the decoder reads: a masked match reads nothing
     src2 = torch.cat([b.src.masked_fill(~b.src_mask, 5), junk], 1)
     ext2 = torch.cat([b.src_ext.masked_fill(~b.src_mask, 7), junk_ext], 1)
     mask2 = torch.cat([b.src_mask, torch.zeros(B, 3, dtype=torch.bool)], 1)
@@ -318,11 +322,12 @@ def test_padding_the_source_changes_nothing():
     torch.testing.assert_close(x, y, atol=TOL, rtol=0)
 
 
-def test_beam_one_equals_greedy_and_beam_scores_match_teacher_forcing():
+@pytest.mark.parametrize("selective", [False, True])
+def test_beam_one_equals_greedy_and_beam_scores_match_teacher_forcing(selective):
     """Beam K=1 == greedy (tokens equal, log P atol 1e-10); K=3, n_best 2: each
     hypothesis' log P (over the extended vocabulary, OOV ids included) equals the
     teacher-forced one (atol 1e-10), so the state (n_oov, coverage) is reordered right."""
-    model, _ = build()
+    model, _ = build(selective_read=selective)
     b = copy_batch(n=4, seed=7)
     B = b.src.size(0)
 
