@@ -1,7 +1,8 @@
-"""Two levers of the compiled decoder step, each measured as before / after in one process
-(docs/perf-notes-amx.md §49, §50).
+"""Three levers of the compiled decoder step, each measured as before / after in one process
+(docs/perf-notes-amx.md §49, §50; docs/perf-notes-compiled-beam.md §53).
 
-    python benchmarks/compiled_step_levers.py --lever attention|log-probs [--searches 1,5]
+    python benchmarks/compiled_step_levers.py --lever attention|log-probs|stacked-qkv
+        [--searches 1,5]
         [--precisions bf16,fp32] [--reps 7] [--threads 2] [--out FILE]
 
 ``--lever attention`` (§49): inductor rewrites a ``q kᵀ → softmax → · v`` subgraph it
@@ -20,6 +21,13 @@ model and so its own compiled step:
 every step. ``before``: eagerly, after the compiled step returned its (bf16 under autocast)
 logits (``CompiledStep.log_probs_in_graph = False``); ``after``: inside the step's graph
 (``CompiledStep.log_prob_step``), where inductor fuses the cast and the normalisation.
+
+``--lever stacked-qkv`` (§53): self-attention's q, k, v in the compiled step. ``before``:
+three products by W_q, W_k, W_v (traced inside ``seqlab.nn.multihead.
+separate_projections()``); ``after``: one product by the stacked [W_q; W_k; W_v], whose
+concatenation of frozen weights inductor folds into a constant (the library since §53).
+Both variants share the compiled function; dynamo guards the module flag that
+``separate_projections`` sets, so each gets its own graph.
 
 The workload of ``benchmarks/peers.py``'s decoding section (small Transformer, 100
 sources in batches of 32, exactly 30 new tokens), the variants back to back in every
@@ -49,6 +57,7 @@ from benchmarks.paired_variants import (  # noqa: E402
     versus_cells,
 )
 from seqlab.decode import compiled  # noqa: E402
+from seqlab.nn.multihead import separate_projections  # noqa: E402
 
 
 def prepare(lever: str, name: str, model: torch.nn.Module, beams: list[int]) -> None:
@@ -60,13 +69,26 @@ def prepare(lever: str, name: str, model: torch.nn.Module, beams: list[int]) -> 
         step = compiled.compiled_decoder(model, beam)
         if lever == "log-probs":
             step.log_probs_in_graph = name == "after"
-        else:
+        elif lever == "attention":
             step.sdpa_rewrite = name == "before"
+
+
+def traced_as(lever: str, name: str, fn):
+    """``fn`` run as variant ``name`` of ``lever``: for ``stacked-qkv``'s "before" inside
+    ``separate_projections()`` (every call, so dynamo picks that variant's graph)."""
+    if lever != "stacked-qkv" or name == "after":
+        return fn
+
+    def run(*args, **kwargs):
+        with separate_projections():
+            return fn(*args, **kwargs)
+
+    return run
 
 
 def main(argv: list[str] | None = None) -> list[str]:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    p.add_argument("--lever", choices=("attention", "log-probs"), required=True)
+    p.add_argument("--lever", choices=("attention", "log-probs", "stacked-qkv"), required=True)
     p.add_argument("--searches", default="1,5", help="beam widths; 1 = greedy")
     p.add_argument("--precisions", default="bf16,fp32")
     p.add_argument("--sentences", type=int, default=100)
@@ -96,10 +118,10 @@ def main(argv: list[str] | None = None) -> list[str]:
             runs, best = {}, {}
             for name, m in models.items():
                 rep = pdec.decode_rep("seqlab-compiled", m, batches, beam, n, precision)
-                runs[name] = rep
+                runs[name] = traced_as(args.lever, name, rep)
                 impl = "seqlab-compiled"
                 best_of = functools.partial(one_best, m, batches, beam, n, impl, precision)
-                best[name] = best_of()
+                best[name] = traced_as(args.lever, name, best_of)()
             vs = against_first(round_robin(runs, args.reps), best, len(batches) * n)
             search = "greedy" if beam == 1 else f"beam {beam}"
             row = f"| {search} | {precision} " + versus_cells(vs, "before", "after")

@@ -1,6 +1,6 @@
 """benchmarks/decode_choose.py and benchmarks/compiled_step_levers.py end to end on tiny
 shapes: both forms of each lever run, decode the same tokens, and are tabled
-(docs/perf-notes-amx.md §48–§50)."""
+(docs/perf-notes-amx.md §48–§50, perf-notes-compiled-beam.md §53)."""
 
 import pytest
 import torch
@@ -36,7 +36,7 @@ def test_the_two_choosers_agree_and_are_tabled(tmp_path):
 
 @pytest.mark.slow
 @pytest.mark.compiles
-@pytest.mark.parametrize("lever", ["attention"])  # log-probs: tests/decode/test_compiled.py
+@pytest.mark.parametrize("lever", ["attention", "stacked-qkv"])  # log-probs: test_compiled.py
 def test_compiled_step_levers_run_both_forms(lever):
     threads = torch.get_num_threads()
     torch._dynamo.reset()

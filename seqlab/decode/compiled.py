@@ -32,6 +32,7 @@ from torch import Tensor, nn
 from seqlab.decode.scoring import step_log_probs
 from seqlab.decode.state import full_reorder_on, reorder_state
 from seqlab.errors import SeqlabError
+from seqlab.nn.multihead import separate_projections
 from seqlab.train.precision import read_cpu_flags
 
 # model -> {SDPA rewrite on?: its compiled step} (one entry where greedy and beam search
@@ -227,8 +228,16 @@ class CompiledStep:
         ready, written = getattr(state, "ready", None), getattr(state, "written", None)
         if callable(ready):
             state = ready()
-        keep_attention = contextlib.nullcontext() if self.sdpa_rewrite else attention_pattern_off()
-        with torch.no_grad(), self._inductor_config.patch(freezing=self.freeze), keep_attention:
+        # Self-attention's q, k, v: one product by the stacked weights (folded once with
+        # frozen weights; docs/perf-notes-compiled-beam.md §53), except where inductor may
+        # rewrite the attention into SDPA, whose pattern then no longer matches (§49's
+        # rewrite, measured with three products, keeps them).
+        if self.sdpa_rewrite:
+            keep_attention, projections = contextlib.nullcontext(), separate_projections()
+        else:
+            keep_attention, projections = attention_pattern_off(), contextlib.nullcontext()
+        freezing = self._inductor_config.patch(freezing=self.freeze)
+        with torch.no_grad(), freezing, keep_attention, projections:
             out, state = self._step(y_prev, state, index, log_probs, self.sdpa_rewrite)
         if callable(written):
             state.written()

@@ -68,14 +68,17 @@ def always_sdpa() -> Iterator[None]:
 # When training, self-attention projects q, k, v with one product by the stacked
 # [W_q; W_k; W_v] (and cross-attention k, v by [W_k; W_v]) — ``MultiHeadAttention.
 # project_qkv``; ``separate_projections()`` turns that off, to measure it. Without grad
-# (decoding, evaluation) the three products stay: a decoder step would rebuild and recast
-# the stacked matrix every step, where autocast casts each parameter once per region
-# (measured 0.92–0.99× there; docs/perf-notes-gpu.md §31).
+# (decoding, evaluation) the three products stay in eager mode: a decoder step would
+# rebuild and recast the stacked matrix every step, where autocast casts each parameter
+# once per region (measured 0.92–0.99× there; docs/perf-notes-gpu.md §31). Inside a
+# compiled graph they are stacked again: with frozen weights (seqlab.decode.compiled) the
+# concatenation is a constant, folded once when the graph is built
+# (docs/perf-notes-compiled-beam.md §53).
 _STACKED_PROJECTIONS = True
 
 
 def _stack_projections() -> bool:
-    return _STACKED_PROJECTIONS and torch.is_grad_enabled()
+    return _STACKED_PROJECTIONS and (torch.is_grad_enabled() or torch.compiler.is_compiling())
 
 
 @contextlib.contextmanager
@@ -266,7 +269,7 @@ class MultiHeadAttention(nn.Module):
         """Self-attention's q = x W_q, k = x W_k, v = x W_v, split into heads: with grad on,
         one product by the stacked [W_q; W_k; W_v] (3d × d), the same three linear maps in
         one GEMM (a third of the launches; ``nn.MultiheadAttention`` stores its ``in_proj``
-        so); without grad the three products (see ``_STACKED_PROJECTIONS``).
+        so); without grad the three products, unless compiling (``_STACKED_PROJECTIONS``).
 
         Shapes: x (B, T, d_model), or (N, d_model) with ``rows`` -> q (B, H, T, Dh),
                 KVCache (B, H, T, Dh).

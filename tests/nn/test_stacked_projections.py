@@ -122,3 +122,19 @@ def test_transformer_training_and_decoding_equal_separate_products(beam):
         logits_sep, tokens_sep = run()
     torch.testing.assert_close(logits, logits_sep, **F64)
     assert torch.equal(tokens, tokens_sep)
+
+
+def test_a_compiled_graph_stacks_without_grad():
+    """Without grad the eager path keeps the three products, a traced graph stacks them
+    (its frozen weights' concatenation is a constant; docs/perf-notes-compiled-beam.md
+    §53), and ``separate_projections`` turns both off. The compiled step's decode equals
+    the eager one in tests/decode/test_compiled.py."""
+    from seqlab.nn import multihead
+
+    traced = torch.compile(multihead._stack_projections, backend="eager", fullgraph=True)
+    with torch.no_grad():
+        assert not multihead._stack_projections()
+        assert traced()
+        with separate_projections():
+            assert not traced()
+    assert multihead._stack_projections()
