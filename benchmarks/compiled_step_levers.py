@@ -25,7 +25,8 @@ logits (``CompiledStep.log_probs_in_graph = False``); ``after``: inside the step
 ``--lever stacked-qkv`` (§53): self-attention's q, k, v in the compiled step. ``before``:
 three products by W_q, W_k, W_v (traced inside ``seqlab.nn.multihead.
 separate_projections()``); ``after``: one product by the stacked [W_q; W_k; W_v], whose
-concatenation of frozen weights inductor folds into a constant (the library since §53).
+concatenation of frozen weights inductor folds into a constant (the library since §53,
+where the SDPA rewrite is off: on a CPU with AMX, greedy's "after" keeps three products).
 Both variants share the compiled function; dynamo guards the module flag that
 ``separate_projections`` sets, so each gets its own graph.
 

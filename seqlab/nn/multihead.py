@@ -72,8 +72,9 @@ def always_sdpa() -> Iterator[None]:
 # rebuild and recast the stacked matrix every step, where autocast casts each parameter
 # once per region (measured 0.92–0.99× there; docs/perf-notes-gpu.md §31). Inside a
 # compiled graph they are stacked again: with frozen weights (seqlab.decode.compiled) the
-# concatenation is a constant, folded once when the graph is built
-# (docs/perf-notes-compiled-beam.md §53).
+# concatenation is a constant, folded once when the graph is built (unless traced inside
+# ``separate_projections()``, as seqlab.decode.compiled does where inductor's SDPA rewrite
+# is on; docs/perf-notes-compiled-beam.md §53).
 _STACKED_PROJECTIONS = True
 
 
