@@ -1,9 +1,11 @@
 """seqlab.decode.compiled: decoding through the Transformer's compiled, weight-frozen step
 gives what the eager step gives (float32: the same ids, scores to 1e-4), through the same
 greedy and beam searches; the compiled step is kept per model and compiled again when the
-weights change in place; other model families are refused with a clear error."""
+weights change in place; where inductor's SDPA rewrite is off it projects q, k, v by one
+product (two GEMMs fewer per layer); other model families are refused with a clear error."""
 
 import argparse
+import contextlib
 
 import pytest
 import torch
@@ -135,6 +137,48 @@ def test_sdpa_rewrite_off_keeps_the_steps_matmuls(monkeypatch):
     encoder_layers = 2
     assert counts[False] == encoder_layers
     assert counts[True] > counts[False]
+
+
+@pytest.mark.slow
+@pytest.mark.compiles
+def test_the_step_projects_q_k_v_by_one_product_where_the_rewrite_is_off(monkeypatch):
+    # docs/perf-notes-compiled-beam.md §53: without the SDPA rewrite the compiled step's
+    # self-attention runs one GEMM by the stacked [W_q; W_k; W_v] instead of three, so a
+    # step makes 2 GEMMs fewer per decoder layer than the same step traced inside
+    # separate_projections(); the log-probabilities agree.
+    from torch.profiler import profile
+
+    from seqlab.decode.compiled import CompiledStep
+    from seqlab.nn.multihead import separate_projections
+
+    src = torch.tensor(_sources(2)[0])[None].repeat(2, 1)  # (2, S)
+    mask = torch.ones_like(src, dtype=torch.bool)
+    _amx(monkeypatch, False)
+    torch._dynamo.reset()
+    model = _model()
+    gemms, log_ps = {}, {}
+    for stacked in (True, False):
+        step = compiled_decoder(model, 4) if stacked else CompiledStep(model, sdpa_rewrite=False)
+        assert not step.sdpa_rewrite
+        with torch.no_grad(), contextlib.ExitStack() as stack:
+            if not stacked:
+                stack.enter_context(separate_projections())
+            y, state = torch.tensor([1, 5]), step.init_state(model.encode(src, mask), mask)
+            for _ in range(4):  # compiles (empty, one-position and dynamic-length caches)
+                _, state = step.log_prob_step(y, state)
+            with profile() as prof:
+                for _ in range(3):
+                    log_p, state = step.log_prob_step(y, state)
+        log_ps[stacked] = log_p
+        gemms[stacked] = sum(
+            e.count
+            for e in prof.key_averages()
+            if e.key in ("mkldnn::_linear_pointwise", "aten::addmm", "aten::mm")
+        )
+    torch._dynamo.reset()
+    decoder_layers = 2
+    assert gemms[False] - gemms[True] == 3 * 2 * decoder_layers, gemms
+    torch.testing.assert_close(log_ps[True], log_ps[False], atol=1e-5, rtol=0)
 
 
 @pytest.mark.compiles  # builds a CompiledStep, which checks for a compiler
