@@ -1,8 +1,6 @@
 """``python -m seqlab …`` and ``torchrun --nproc_per_node=N -m seqlab train …``."""
 
-import sys
-
-from seqlab.cli.main import main
+from seqlab.cli.main import entry
 
 if __name__ == "__main__":
-    sys.exit(main())
+    entry()

@@ -11,6 +11,7 @@ import argparse
 import dataclasses
 import sys
 from collections.abc import Sequence
+from typing import NoReturn
 
 from seqlab import __version__
 from seqlab.cli import (
@@ -23,6 +24,7 @@ from seqlab.cli import (
     translate_cmd,
 )
 from seqlab.errors import SeqlabError
+from seqlab.train.distributed import exit_without_teardown, in_torchrun_child
 from seqlab.train.kernel_cache import enlarge_kernel_cache
 
 # Errors caused by the user's input: one line on stderr, exit code 2 (traceback: --debug).
@@ -124,5 +126,23 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 130
 
 
+def entry() -> NoReturn:
+    """The ``seqlab`` command and ``python -m seqlab``: run :func:`main`, exit with its code.
+
+    A rank started by torchrun leaves through ``exit_without_teardown`` (seqlab.train.
+    distributed): its files are written and its process group is left by then, and the
+    interpreter's teardown is where gloo's native threads can abort a finished rank.
+    """
+    if not in_torchrun_child():
+        sys.exit(main())
+    try:
+        code = main()
+    except SystemExit as exc:  # argparse's --help, --version and usage errors
+        code = exc.code if isinstance(exc.code, int) else 0 if exc.code is None else 1
+        if isinstance(exc.code, str):
+            print(exc.code, file=sys.stderr)
+    exit_without_teardown(code)
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    entry()

@@ -46,7 +46,7 @@ def test_two_ranks_equal_one_process_accumulating_two_microbatches(tmp_path):
     cmd = [str(TORCHRUN), "--standalone", "--nproc_per_node=2", "-m", "seqlab", "train"]
     cmd += [str(preset), "--run-dir", str(tmp_path / "two"), "train.accum_steps=1"]
     done = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=180)
-    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.returncode == 0, done.stderr[-3000:] + "\n--- stdout ---\n" + done.stdout[-1000:]
     assert "96 tokens/rank × 2 rank(s) × 1 accum = 192" in done.stdout
     assert done.stdout.count("seqlab: done") == 1  # rank 0 alone prints and writes
 
