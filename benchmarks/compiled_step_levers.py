@@ -1,7 +1,7 @@
-"""Three levers of the compiled decoder step, each measured as before / after in one process
-(docs/perf-notes-amx.md §49, §50; docs/perf-notes-compiled-beam.md §53).
+"""Four levers of the compiled decoder step, each measured as before / after in one process
+(docs/perf-notes-amx.md §49, §50; docs/perf-notes-compiled-beam.md §53, §54).
 
-    python benchmarks/compiled_step_levers.py --lever attention|log-probs|stacked-qkv
+    python benchmarks/compiled_step_levers.py --lever attention|log-probs|stacked-qkv|select
         [--searches 1,5]
         [--precisions bf16,fp32] [--reps 7] [--threads 2] [--out FILE]
 
@@ -29,6 +29,12 @@ concatenation of frozen weights inductor folds into a constant (the library sinc
 where the SDPA rewrite is off: on a CPU with AMX, greedy's "after" keeps three products).
 Both variants share the compiled function; dynamo guards the module flag that
 ``separate_projections`` sets, so each gets its own graph.
+
+``--lever select`` (§54): beam search's candidate selection (chunk maxima, top-k, gathers;
+``seqlab.decode.beam.select_candidates``). ``before``: eagerly, on the (A·K, V) log p the
+compiled step returned (``CompiledStep.select_in_graph = False``); ``after``: inside the
+step's graph (``CompiledStep.select_step``), which returns the 2K best extensions per
+input instead of log p. Greedy search is not affected (``--searches 5``).
 
 The workload of ``benchmarks/peers.py``'s decoding section (small Transformer, 100
 sources in batches of 32, exactly 30 new tokens), the variants back to back in every
@@ -72,6 +78,8 @@ def prepare(lever: str, name: str, model: torch.nn.Module, beams: list[int]) -> 
             step.log_probs_in_graph = name == "after"
         elif lever == "attention":
             step.sdpa_rewrite = name == "before"
+        elif lever == "select":
+            step.select_in_graph = name == "after"
 
 
 def traced_as(lever: str, name: str, fn):
@@ -89,7 +97,7 @@ def traced_as(lever: str, name: str, fn):
 
 def main(argv: list[str] | None = None) -> list[str]:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    p.add_argument("--lever", choices=("attention", "log-probs", "stacked-qkv"), required=True)
+    p.add_argument("--lever", choices=("attention", "log-probs", "stacked-qkv", "select"), required=True)
     p.add_argument("--searches", default="1,5", help="beam widths; 1 = greedy")
     p.add_argument("--precisions", default="bf16,fp32")
     p.add_argument("--sentences", type=int, default=100)

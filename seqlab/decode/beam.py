@@ -318,24 +318,34 @@ def beam_search(
     # The inputs whose rows are in the state (all until one is done and compacted away).
     active = torch.arange(B, device=device)  # (A,)
     t = 0
+    # A compiled step can select inside its graph (seqlab.decode.compiled.select_step):
+    # from t = 2 on, when no EOS is forbidden and no coverage penalty reads the state.
+    select_step = getattr(decoder, "select_step", None)
     for t in range(1, int(limit.max()) + 1):
         A = active.numel()
-        log_p, state = next_log_probs(decoder, y_prev, state)  # (A·K, V); (B, V) at t = 1
-        if t <= min_len:
-            log_p = forbid_eos(log_p, eos_id)  # (A·K, V)
-        if t == 1:  # every slot of an input sees the same distribution (slot 0's)
-            log_p = log_p[:, None].expand(B, K, log_p.size(-1))  # (B, K, V)
-        log_p = log_p.reshape(A, K, -1)  # (A, K, V)
-        if finished is None:
-            finished = Finished.empty(B, N, log_p.dtype, device)
-            live_log_prob = live_log_prob.to(log_p.dtype)  # (B, K)
+        fused = None  # (the Candidates fields, the state) where the step's graph selected
+        if select_step is not None and t > max(1, min_len) and coverage_penalty == 0.0:
+            fused = select_step(y_prev, live_log_prob[active], eos_id, state)
+        if fused is None:
+            log_p, state = next_log_probs(decoder, y_prev, state)  # (A·K, V); (B, V) at t = 1
+            if t <= min_len:
+                log_p = forbid_eos(log_p, eos_id)  # (A·K, V)
+            if t == 1:  # every slot of an input sees the same distribution (slot 0's)
+                log_p = log_p[:, None].expand(B, K, log_p.size(-1))  # (B, K, V)
+            log_p = log_p.reshape(A, K, -1)  # (A, K, V)
+            if finished is None:
+                finished = Finished.empty(B, N, log_p.dtype, device)
+                live_log_prob = live_log_prob.to(log_p.dtype)  # (B, K)
+            cand = select_candidates(live_log_prob[active], log_p, eos_id)
+        else:
+            cand, state = Candidates(*fused[0]), fused[1]
+        # Candidate selection, for the active inputs; the others get empty candidates.
+        cand = cand.for_inputs(active, B)
+        assert finished is not None  # t = 1 always takes the path above
         cp = None  # (B, K) the coverage penalty of each slot's hypothesis after this step
         if coverage_penalty > 0.0:
             assert coverage is not None
             cp = _slot_coverage_penalty(state, coverage, coverage_penalty, t, active, B, K)
-
-        # Candidate selection, for the active inputs; the others get empty candidates.
-        cand = select_candidates(live_log_prob[active], log_p, eos_id).for_inputs(active, B)
 
         # Bookkeeping: finished set, then the new live set and its back-pointers.
         open_rows = ~done[:, None]  # (B, 1)

@@ -158,6 +158,9 @@ class CompiledStep:
         self.reorder_in_graph = True
         # False: ``log_prob_step`` takes the log_softmax eagerly (only to measure §50).
         self.log_probs_in_graph = True
+        # False: beam search selects its candidates eagerly after ``log_prob_step`` instead
+        # of through ``select_step`` (only to measure §54).
+        self.select_in_graph = True
         # Whether inductor may rewrite the step's attention into SDPA (§49, §51, §52;
         # ``compiled_decoder`` passes ``sdpa_rewrite_for``'s answer).
         self.sdpa_rewrite = sdpa_rewrite
@@ -170,9 +173,13 @@ class CompiledStep:
         index: Tensor | None,
         log_probs: bool = False,
         sdpa_rewrite: bool = True,
+        live_log_prob: Tensor | None = None,
+        eos_id: int = -1,
     ) -> Any:
         """The compiled function: a pending within-input reorder, then ``model.step``, and
-        with ``log_probs`` its logits' ``step_log_probs`` (one graph per value).
+        with ``log_probs`` its logits' ``step_log_probs`` (one graph per value); with
+        ``live_log_prob`` (A, K) also beam search's ``select_candidates`` on those log p,
+        returned as the tuple of the ``Candidates`` fields in place of log p.
         ``sdpa_rewrite`` changes nothing here, but dynamo guards a bool argument the traced
         code branches on, so it keys the graph: a graph compiled with inductor's attention
         rewrite is never reused without it (two ``CompiledStep`` of one model share this
@@ -182,6 +189,13 @@ class CompiledStep:
         if index is not None:
             state = reorder_state(state, index, within_inputs=True)
         logits, state = self.model.step(y_prev, state)
+        if live_log_prob is not None:
+            from seqlab.decode.beam import select_candidates  # beam imports this module
+
+            A, K = live_log_prob.shape
+            log_p = step_log_probs(logits).reshape(A, K, -1)  # (A, K, V)
+            cand = select_candidates(live_log_prob, log_p, eos_id)
+            return (cand.log_prob, cand.beam, cand.token, cand.finishes, cand.live), state
         return (step_log_probs(logits) if log_probs else logits), state
 
     def init_state(self, memory: Tensor, src_mask: Tensor) -> Any:
@@ -209,11 +223,33 @@ class CompiledStep:
             return step_log_probs(logits), state
         return self._compiled(y_prev, state, log_probs=True)
 
+    def select_step(
+        self, y_prev: Tensor, live_log_prob: Tensor, eos_id: int, state: Any
+    ) -> tuple[tuple[Tensor, ...], PendingReorder] | None:
+        """``log_prob_step`` and beam search's candidate selection on its log p
+        (``seqlab.decode.beam.select_candidates``) in one graph, so that the (A·K, V) log p
+        never leave it: the graph returns the 2K best extensions of each input instead
+        (docs/perf-notes-compiled-beam.md §54). None when ``select_in_graph`` is off: the
+        search then selects eagerly.
+
+        Shapes: y_prev (A·K,) long, live_log_prob (A, K) -> (log_prob (A, 2K), beam (A, 2K),
+                token (A, 2K), finishes (A, 2K), live (A, K)) as ``Candidates``, new state
+        """
+        if not (self.select_in_graph and self.log_probs_in_graph):
+            return None
+        return self._compiled(y_prev, state, True, live_log_prob, eos_id)
+
     def _compiled(
-        self, y_prev: Tensor, state: Any, log_probs: bool
-    ) -> tuple[Tensor, PendingReorder]:
+        self,
+        y_prev: Tensor,
+        state: Any,
+        log_probs: bool,
+        live_log_prob: Tensor | None = None,
+        eos_id: int = -1,
+    ) -> tuple[Any, PendingReorder]:
         """The compiled step's call: a pending reorder into the graph (or eagerly), the
-        state's cache bookkeeping around it.  -> logits or log_p (B, V), new state"""
+        state's cache bookkeeping around it.  -> logits or log_p (B, V) (or the candidate
+        fields of ``select_step``), new state"""
         index = None
         if isinstance(state, PendingReorder):
             state, index = state.state, state.index
@@ -238,7 +274,9 @@ class CompiledStep:
             keep_attention, projections = attention_pattern_off(), contextlib.nullcontext()
         freezing = self._inductor_config.patch(freezing=self.freeze)
         with torch.no_grad(), freezing, keep_attention, projections:
-            out, state = self._step(y_prev, state, index, log_probs, self.sdpa_rewrite)
+            out, state = self._step(
+                y_prev, state, index, log_probs, self.sdpa_rewrite, live_log_prob, eos_id
+            )
         if callable(written):
             state.written()
         return out, PendingReorder(state)

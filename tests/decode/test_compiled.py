@@ -11,10 +11,11 @@ import pytest
 import torch
 
 from seqlab.cli.translate_cmd import add_search_arguments, search_overrides
-from seqlab.data.vocab import EOS_ID, PAD_ID
+from seqlab.data.vocab import BOS_ID, EOS_ID, PAD_ID
+from seqlab.decode import beam as beam_module
 from seqlab.decode import compiled
 from seqlab.decode.compiled import compiled_decoder, sdpa_rewrite_for
-from seqlab.decode.scoring import step_log_probs
+from seqlab.decode.scoring import next_log_probs, step_log_probs
 from seqlab.errors import SeqlabError
 from seqlab.models.transformer import TransformerConfig, TransformerSeq2Seq
 from seqlab.tasks.translation_eval import SearchSettings, decode_ids
@@ -22,12 +23,12 @@ from seqlab.tasks.translation_eval import SearchSettings, decode_ids
 V = 40
 
 
-def _model() -> TransformerSeq2Seq:
+def _model(tgt_vocab: int = V) -> TransformerSeq2Seq:
     torch.manual_seed(0)
     cfg = TransformerConfig(
         d_model=32, n_heads=4, d_ff=64, encoder_layers=2, decoder_layers=2, dropout=0.0
     )
-    return TransformerSeq2Seq(cfg, src_vocab=V, tgt_vocab=V, pad_id=PAD_ID).eval()
+    return TransformerSeq2Seq(cfg, src_vocab=V, tgt_vocab=tgt_vocab, pad_id=PAD_ID).eval()
 
 
 def _sources(n: int = 10) -> list[list[int]]:
@@ -81,6 +82,47 @@ def test_log_prob_step_is_the_log_softmax_of_the_step():
         assert torch.allclose(log_p.exp().sum(-1), torch.ones(3), atol=1e-5)
         assert hasattr(state, "resolved")  # the state stays a PendingReorder
     finally:
+        torch._dynamo.reset()
+
+
+@pytest.mark.slow
+@pytest.mark.compiles
+def test_beam_search_selects_inside_the_compiled_graph(monkeypatch):
+    # §54: from t = 2 on (t > min_len) the compiled step returns the 2K best extensions,
+    # not log p; the same results as selecting eagerly on the compiled step's log p. A
+    # 300-token target vocabulary, so that the chunk-maxima path of top_extensions runs
+    # in the graph (K·V = 1,200 >= 4·2K·32).
+    model = _model(tgt_vocab=300)
+    sources = _sources(6)
+    width = max(map(len, sources))
+    src = torch.tensor([ids + [PAD_ID] * (width - len(ids)) for ids in sources])  # (6, S)
+    mask = src != PAD_ID
+    calls = []
+    counted = lambda *a: calls.append(1) or next_log_probs(*a)  # noqa: E731
+    monkeypatch.setattr(beam_module, "next_log_probs", counted)
+    torch._dynamo.reset()
+    try:
+        step = compiled_decoder(model, 4)
+        for min_len in (0, 3):
+            results = {}
+            for in_graph in (True, False):
+                step.select_in_graph, calls[:] = in_graph, []
+                with torch.no_grad():
+                    state = step.init_state(model.encode(src, mask), mask)
+                    got = beam_module.beam_search(
+                        step, state, 6, BOS_ID, EOS_ID, 9, 4, n_best=2, alpha=0.6,
+                        min_len=min_len,
+                    )  # fmt: skip
+                steps = got.meta["steps"]
+                assert len(calls) == (max(1, min_len) if in_graph else steps)
+                results[in_graph] = got
+            fused, eager = results[True], results[False]
+            assert torch.equal(fused.tokens, eager.tokens)
+            assert torch.equal(fused.lengths, eager.lengths)
+            torch.testing.assert_close(fused.scores, eager.scores, rtol=0, atol=1e-5)
+            assert len({tuple(row) for row in fused.tokens[:, 0].tolist()}) > 3
+    finally:
+        step.select_in_graph = True
         torch._dynamo.reset()
 
 
