@@ -319,13 +319,13 @@ def beam_search(
     active = torch.arange(B, device=device)  # (A,)
     t = 0
     # A compiled step can select inside its graph (seqlab.decode.compiled.select_step):
-    # from t = 2 on, when no EOS is forbidden and no coverage penalty reads the state.
+    # from t = 2 on (t = 1 expands slot 0), when no coverage penalty reads the state.
     select_step = getattr(decoder, "select_step", None)
     for t in range(1, int(limit.max()) + 1):
         A = active.numel()
         fused = None  # (the Candidates fields, the state) where the step's graph selected
-        if select_step is not None and t > max(1, min_len) and coverage_penalty == 0.0:
-            fused = select_step(y_prev, live_log_prob[active], eos_id, state)
+        if select_step is not None and t > 1 and coverage_penalty == 0.0:
+            fused = select_step(y_prev, live_log_prob[active], eos_id, state, t <= min_len)
         if fused is None:
             log_p, state = next_log_probs(decoder, y_prev, state)  # (A·K, V); (B, V) at t = 1
             if t <= min_len:

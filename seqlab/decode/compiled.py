@@ -29,7 +29,7 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
-from seqlab.decode.scoring import step_log_probs
+from seqlab.decode.scoring import forbid_eos, step_log_probs
 from seqlab.decode.state import full_reorder_on, reorder_state
 from seqlab.errors import SeqlabError
 from seqlab.nn.multihead import separate_projections
@@ -175,11 +175,13 @@ class CompiledStep:
         sdpa_rewrite: bool = True,
         live_log_prob: Tensor | None = None,
         eos_id: int = -1,
+        ban_eos: bool = False,
     ) -> Any:
         """The compiled function: a pending within-input reorder, then ``model.step``, and
         with ``log_probs`` its logits' ``step_log_probs`` (one graph per value); with
-        ``live_log_prob`` (A, K) also beam search's ``select_candidates`` on those log p,
-        returned as the tuple of the ``Candidates`` fields in place of log p.
+        ``live_log_prob`` (A, K) also beam search's ``select_candidates`` on those log p
+        (EOS banned first where ``ban_eos``: ``forbid_eos``), returned as the tuple of the
+        ``Candidates`` fields in place of log p.
         ``sdpa_rewrite`` changes nothing here, but dynamo guards a bool argument the traced
         code branches on, so it keys the graph: a graph compiled with inductor's attention
         rewrite is never reused without it (two ``CompiledStep`` of one model share this
@@ -193,8 +195,10 @@ class CompiledStep:
             from seqlab.decode.beam import select_candidates  # beam imports this module
 
             A, K = live_log_prob.shape
-            log_p = step_log_probs(logits).reshape(A, K, -1)  # (A, K, V)
-            cand = select_candidates(live_log_prob, log_p, eos_id)
+            log_p = step_log_probs(logits)  # (A·K, V)
+            if ban_eos:
+                log_p = forbid_eos(log_p, eos_id)  # (A·K, V)
+            cand = select_candidates(live_log_prob, log_p.reshape(A, K, -1), eos_id)
             return (cand.log_prob, cand.beam, cand.token, cand.finishes, cand.live), state
         return (step_log_probs(logits) if log_probs else logits), state
 
@@ -224,11 +228,12 @@ class CompiledStep:
         return self._compiled(y_prev, state, log_probs=True)
 
     def select_step(
-        self, y_prev: Tensor, live_log_prob: Tensor, eos_id: int, state: Any
+        self, y_prev: Tensor, live_log_prob: Tensor, eos_id: int, state: Any, ban_eos: bool
     ) -> tuple[tuple[Tensor, ...], PendingReorder] | None:
         """``log_prob_step`` and beam search's candidate selection on its log p
-        (``seqlab.decode.beam.select_candidates``) in one graph, so that the (A·K, V) log p
-        never leave it: the graph returns the 2K best extensions of each input instead
+        (``seqlab.decode.beam.select_candidates``; ``ban_eos``: after ``forbid_eos``, for
+        t ≤ ``min_len``) in one graph, so that the (A·K, V) log p never leave it: the graph
+        returns the 2K best extensions of each input instead
         (docs/perf-notes-compiled-beam.md §54). None when ``select_in_graph`` is off: the
         search then selects eagerly.
 
@@ -237,7 +242,7 @@ class CompiledStep:
         """
         if not (self.select_in_graph and self.log_probs_in_graph):
             return None
-        return self._compiled(y_prev, state, True, live_log_prob, eos_id)
+        return self._compiled(y_prev, state, True, live_log_prob, eos_id, ban_eos)
 
     def _compiled(
         self,
@@ -246,6 +251,7 @@ class CompiledStep:
         log_probs: bool,
         live_log_prob: Tensor | None = None,
         eos_id: int = -1,
+        ban_eos: bool = False,
     ) -> tuple[Any, PendingReorder]:
         """The compiled step's call: a pending reorder into the graph (or eagerly), the
         state's cache bookkeeping around it.  -> logits or log_p (B, V) (or the candidate
@@ -275,8 +281,9 @@ class CompiledStep:
         freezing = self._inductor_config.patch(freezing=self.freeze)
         with torch.no_grad(), freezing, keep_attention, projections:
             out, state = self._step(
-                y_prev, state, index, log_probs, self.sdpa_rewrite, live_log_prob, eos_id
-            )
+                y_prev, state, index, log_probs, self.sdpa_rewrite, live_log_prob, eos_id,
+                ban_eos,
+            )  # fmt: skip
         if callable(written):
             state.written()
         return out, PendingReorder(state)

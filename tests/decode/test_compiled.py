@@ -88,11 +88,13 @@ def test_log_prob_step_is_the_log_softmax_of_the_step():
 @pytest.mark.slow
 @pytest.mark.compiles
 def test_beam_search_selects_inside_the_compiled_graph(monkeypatch):
-    # §54: from t = 2 on (t > min_len) the compiled step returns the 2K best extensions,
-    # not log p; the same results as selecting eagerly on the compiled step's log p. A
-    # 300-token target vocabulary, so that the chunk-maxima path of top_extensions runs
-    # in the graph (K·V = 1,200 >= 4·2K·32).
+    # §54: from t = 2 on the compiled step returns the 2K best extensions, not log p, with
+    # EOS banned in the graph for t <= min_len; the same results as selecting eagerly on
+    # the compiled step's log p. A 300-token target vocabulary, so that the chunk-maxima
+    # path of top_extensions runs in the graph (K·V = 1,200 >= 4·2K·32).
     model = _model(tgt_vocab=300)
+    with torch.no_grad():  # EOS likelier, so that banning it (min_len) changes the search
+        model.tgt_embed.weight[EOS_ID].mul_(2.5)
     sources = _sources(6)
     width = max(map(len, sources))
     src = torch.tensor([ids + [PAD_ID] * (width - len(ids)) for ids in sources])  # (6, S)
@@ -100,30 +102,30 @@ def test_beam_search_selects_inside_the_compiled_graph(monkeypatch):
     calls = []
     counted = lambda *a: calls.append(1) or next_log_probs(*a)  # noqa: E731
     monkeypatch.setattr(beam_module, "next_log_probs", counted)
+    min_len, results = 3, {}  # t = 2, 3 banned in the graph, then not
     torch._dynamo.reset()
     try:
         step = compiled_decoder(model, 4)
-        for min_len in (0, 3):
-            results = {}
-            for in_graph in (True, False):
-                step.select_in_graph, calls[:] = in_graph, []
-                with torch.no_grad():
-                    state = step.init_state(model.encode(src, mask), mask)
-                    got = beam_module.beam_search(
-                        step, state, 6, BOS_ID, EOS_ID, 9, 4, n_best=2, alpha=0.6,
-                        min_len=min_len,
-                    )  # fmt: skip
-                steps = got.meta["steps"]
-                assert len(calls) == (max(1, min_len) if in_graph else steps)
-                results[in_graph] = got
-            fused, eager = results[True], results[False]
-            assert torch.equal(fused.tokens, eager.tokens)
-            assert torch.equal(fused.lengths, eager.lengths)
-            torch.testing.assert_close(fused.scores, eager.scores, rtol=0, atol=1e-5)
-            assert len({tuple(row) for row in fused.tokens[:, 0].tolist()}) > 3
+        for in_graph in (True, False):
+            step.select_in_graph, calls[:] = in_graph, []
+            with torch.no_grad():
+                state = step.init_state(model.encode(src, mask), mask)
+                got = beam_module.beam_search(
+                    step, state, 6, BOS_ID, EOS_ID, 9, 4, n_best=2, alpha=0.6, min_len=min_len
+                )
+            assert len(calls) == (1 if in_graph else got.meta["steps"])  # eager: only t = 1
+            results[in_graph] = got
     finally:
         step.select_in_graph = True
         torch._dynamo.reset()
+    fused, eager = results[True], results[False]
+    assert torch.equal(fused.tokens, eager.tokens)
+    assert torch.equal(fused.lengths, eager.lengths)
+    torch.testing.assert_close(fused.scores, eager.scores, rtol=0, atol=1e-5)
+    # With the EOS row weighed 2.5×, eager beam search with min_len 1 ends every 1-best
+    # at t = 2: banned up to t = 3 (in the graph for t = 2, 3), none ends so soon.
+    assert not bool((fused.lengths <= min_len).any())
+    assert len({tuple(row) for row in fused.tokens[:, 0].tolist()}) >= 3
 
 
 def _amx(monkeypatch, has_amx: bool) -> None:
