@@ -318,8 +318,9 @@ def beam_search(
     # The inputs whose rows are in the state (all until one is done and compacted away).
     active = torch.arange(B, device=device)  # (A,)
     t = 0
-    # A compiled step can select inside its graph (seqlab.decode.compiled.select_step):
-    # from t = 2 on (t = 1 expands slot 0), when no coverage penalty reads the state.
+    # A compiled step can select inside its graph (seqlab.decode.compiled.select_step, off
+    # by default): from t = 2 on (t = 1 expands slot 0), when no coverage penalty reads
+    # the state; it answers None when off.
     select_step = getattr(decoder, "select_step", None)
     for t in range(1, int(limit.max()) + 1):
         A = active.numel()

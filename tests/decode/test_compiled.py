@@ -116,7 +116,7 @@ def test_beam_search_selects_inside_the_compiled_graph(monkeypatch):
             assert len(calls) == (1 if in_graph else got.meta["steps"])  # eager: only t = 1
             results[in_graph] = got
     finally:
-        step.select_in_graph = True
+        step.select_in_graph = False  # the default (§54)
         torch._dynamo.reset()
     fused, eager = results[True], results[False]
     assert torch.equal(fused.tokens, eager.tokens)
