@@ -97,7 +97,8 @@ def traced_as(lever: str, name: str, fn):
 
 def main(argv: list[str] | None = None) -> list[str]:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    p.add_argument("--lever", choices=("attention", "log-probs", "stacked-qkv", "select"), required=True)
+    levers = ("attention", "log-probs", "stacked-qkv", "select")
+    p.add_argument("--lever", choices=levers, required=True)
     p.add_argument("--searches", default="1,5", help="beam widths; 1 = greedy")
     p.add_argument("--precisions", default="bf16,fp32")
     p.add_argument("--sentences", type=int, default=100)
