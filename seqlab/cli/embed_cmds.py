@@ -58,6 +58,7 @@ def train_vectors(
     log: Any = None,
     glove_adagrad: str = "paper",
     sources: Any = None,
+    subsample: float | None = None,
 ) -> Any:
     """Build the corpus and train ``method``; returns ``TrainedVectors`` (library form of
     ``seqlab embed train``)."""
@@ -85,6 +86,12 @@ def train_vectors(
         log(f"corpus: {len(sentences):,} sentences, {corpus.n_tokens:,} tokens, V = {corpus.V:,}")
     window = window or DEFAULTS[method]["window"]
     epochs = epochs or DEFAULTS[method]["epochs"]
+    if subsample is not None and not (method == "glove" and 0.0 < subsample < 1.0):
+        raise SeqlabError(
+            f"--subsample {subsample}: subsampling before counting is for glove, with a "
+            "threshold t in (0, 1) such as 1e-4 (sgns always subsamples, t = 1e-4; ppmi "
+            "does not)"
+        )
     if method == "sgns":
         from seqlab.models.word2vec import train_sgns
 
@@ -101,6 +108,7 @@ def train_vectors(
             seed=seed,
             log=log,
             adagrad=glove_adagrad,  # type: ignore[arg-type]
+            subsample=subsample,
         )
     from seqlab.models.ppmi_svd import train_ppmi_svd
 
@@ -128,6 +136,7 @@ def _cmd_train(args: argparse.Namespace) -> int:
         log=None if args.quiet else print,
         glove_adagrad=args.glove_adagrad,
         sources=[x for x in args.sources.split(",") if x] if args.sources else None,
+        subsample=args.subsample,
     )
     save_word2vec_text(run.vectors, out)
     print(
@@ -218,6 +227,13 @@ def add_command(sub: argparse._SubParsersAction) -> None:
         choices=("paper", "glove.c"),
         default="paper",
         help="GloVe's AdaGrad: the paper's (accumulator from 0) or glove.c's (from 1/lr^2)",
+    )
+    t.add_argument(
+        "--subsample",
+        type=float,
+        metavar="T",
+        help="glove: drop frequent words' occurrences before counting, word2vec's "
+        "threshold t (e.g. 1e-4; default off)",
     )
     t.add_argument("--quiet", action="store_true", help="no per-epoch lines")
     t.set_defaults(func=_cmd_train)

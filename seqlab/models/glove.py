@@ -40,6 +40,8 @@ from torch import Tensor, nn
 
 from seqlab.data.embedding_corpus import EmbeddingCorpus
 from seqlab.data.word_vectors_io import TrainedVectors, WordVectors
+from seqlab.models.word2vec import keep_probability
+from seqlab.models.word2vec import subsample as subsample_tokens
 
 __all__ = [
     "GloVe",
@@ -173,16 +175,26 @@ def train_glove(
     seed: int = 0,
     log: Callable[[str], None] | None = None,
     adagrad: Literal["paper", "glove.c"] = "paper",
+    subsample: float | None = None,
 ) -> TrainedVectors:
     """Count X (1/d weighting), then AdaGrad (``adagrad``: see the module doc) on J for
     ``epochs`` or ``minutes``.
+
+    ``subsample`` = t: before counting, drop each occurrence of w with probability
+    1 − min(1, √(t / f(w))) (word2vec's subsampling, ``keep_probability``), once, with
+    ``seed``; the kept tokens close up, so windows reach further past frequent words
+    (Levy et al. 2015's "dirty" subsampling for count methods and GloVe). None: off.
 
     Each step minimises the sum of the batch's loss terms (J restricted to the batch).
     """
     start = time.perf_counter()
     g = torch.Generator().manual_seed(seed)
     torch.manual_seed(seed)
-    X = cooccurrence(corpus.ids, corpus.sentence, corpus.V, window, "harmonic")  # (V, V)
+    ids, sentence = corpus.ids, corpus.sentence  # (N,) (N,)
+    if subsample is not None:
+        counts = torch.bincount(ids, minlength=corpus.V)  # (V,)
+        ids, sentence = subsample_tokens(ids, sentence, keep_probability(counts, subsample), g)
+    X = cooccurrence(ids, sentence, corpus.V, window, "harmonic")  # (V, V)
     i_all, j_all = X.indices()  # (nnz,) (nnz,)
     X_all = X.values().float()  # (nnz,)
     model = GloVe(corpus.V, dim, x_max, alpha)
