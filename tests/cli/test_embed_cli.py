@@ -1,5 +1,6 @@
 """``seqlab embed train | eval | neighbours | tsne`` end to end on tiny files."""
 
+import pytest
 import torch
 
 from seqlab.cli.main import main
@@ -60,6 +61,26 @@ def test_train_ppmi_and_sgns_on_a_text_file(tmp_path, capsys):
     args = ["embed", "train", "sgns", "--text", str(text), "--out", str(out2), "--dim", "4"]
     assert main([*args, "--epochs", "1", "--min-count", "1", "--quiet"]) == 0
     assert load_word2vec_text(out2).dim == 4
+
+
+@pytest.mark.parametrize(
+    "method, t", [("sgns", "1e-4"), ("ppmi", "1e-4"), ("glove", "0"), ("glove", "1.5")]
+)
+def test_subsample_is_for_glove_with_a_threshold_below_one(tmp_path, capsys, method, t):
+    text, out = _planted_text(tmp_path), tmp_path / "v.txt"
+    args = ["embed", "train", method, "--text", str(text), "--out", str(out), "--subsample", t]
+    assert main([*args, "--epochs", "1", "--quiet"]) == 2
+    assert f"--subsample {float(t)}: subsampling before counting is for glove" in (
+        capsys.readouterr().err
+    )
+    assert not out.exists()
+
+
+def test_glove_trains_with_subsampling(tmp_path):
+    text, out = _planted_text(tmp_path), tmp_path / "glove.txt"
+    args = ["embed", "train", "glove", "--text", str(text), "--out", str(out), "--dim", "4"]
+    assert main([*args, "--epochs", "1", "--min-count", "1", "--subsample", "1e-2"]) == 0
+    assert load_word2vec_text(out).dim == 4
 
 
 def test_eval_prints_the_table_with_coverage(tmp_path, capsys):

@@ -124,3 +124,32 @@ def test_glove_c_adagrad_steps_as_the_reference_code():
     torch.testing.assert_close(v.detach(), torch.tensor([-eta, eta]), rtol=1e-5, atol=0)
     with pytest.raises(ValueError, match="adagrad must be"):
         glove_adagrad([v], eta, "adam")
+
+
+def test_subsampling_before_counting_drops_frequent_words_only(monkeypatch):
+    import seqlab.models.glove as glove_module
+
+    # "the" is every other token (f = 0.5); the 2,000 other words once each (f = 1/4,000).
+    words = [f"w{i}" for i in range(2000)]
+    sentences = [[t for w in words[k : k + 10] for t in ("the", w)] for k in range(0, 2000, 10)]
+    corpus = build_corpus(sentences, min_count=1)
+    counted = []
+    real = glove_module.cooccurrence
+
+    def spy(ids, sentence, V, window, weighting):
+        counted.append((ids.clone(), sentence.clone()))
+        return real(ids, sentence, V, window, weighting)
+
+    monkeypatch.setattr(glove_module, "cooccurrence", spy)
+    t = 1e-3  # keep "the" with probability √(1e-3 / 0.5) ≈ 0.045; every other word always
+    for subsample in (None, t, t):
+        train_glove(corpus, dim=4, window=2, epochs=1, subsample=subsample)
+    (all_ids, all_sent), (ids, sent), (again, _) = counted
+    assert torch.equal(all_ids, corpus.ids) and torch.equal(all_sent, corpus.sentence)
+    assert torch.equal(ids, again)  # drawn from the seed
+    frequent = torch.bincount(corpus.ids).argmax()  # "the"
+    kept = int((ids == frequent).sum()) / int((corpus.ids == frequent).sum())
+    assert 0.02 < kept < 0.08  # ≈ 0.045 of 2,000
+    rare = corpus.ids != frequent
+    assert torch.equal(ids[ids != frequent], corpus.ids[rare])  # all kept, in order
+    assert torch.equal(sent[ids != frequent], corpus.sentence[rare])
