@@ -73,6 +73,12 @@ def train_vectors(
 
     if method not in METHODS:
         raise SeqlabError(f"unknown method {method!r}; choose from {', '.join(METHODS)}")
+    if subsample is not None and not (method == "glove" and 0.0 < subsample < 1.0):
+        raise SeqlabError(
+            f"--subsample {subsample}: subsampling before counting is for glove, with a "
+            "threshold t in (0, 1) such as 1e-4 (sgns always subsamples, t = 1e-4; ppmi "
+            "does not)"
+        )
     torch.manual_seed(seed)
     sentences = (
         read_text_sentences(text)
@@ -86,12 +92,6 @@ def train_vectors(
         log(f"corpus: {len(sentences):,} sentences, {corpus.n_tokens:,} tokens, V = {corpus.V:,}")
     window = window or DEFAULTS[method]["window"]
     epochs = epochs or DEFAULTS[method]["epochs"]
-    if subsample is not None and not (method == "glove" and 0.0 < subsample < 1.0):
-        raise SeqlabError(
-            f"--subsample {subsample}: subsampling before counting is for glove, with a "
-            "threshold t in (0, 1) such as 1e-4 (sgns always subsamples, t = 1e-4; ppmi "
-            "does not)"
-        )
     if method == "sgns":
         from seqlab.models.word2vec import train_sgns
 
