@@ -326,7 +326,7 @@ def beam_search(
         A = active.numel()
         fused = None  # (the Candidates fields, the state) where the step's graph selected
         if select_step is not None and t > 1 and coverage_penalty == 0.0:
-            fused = select_step(y_prev, live_log_prob[active], eos_id, state, t <= min_len)
+            fused = select_step(y_prev, live_log_prob, active, eos_id, state, t <= min_len)
         if fused is None:
             log_p, state = next_log_probs(decoder, y_prev, state)  # (A·K, V); (B, V) at t = 1
             if t <= min_len:

@@ -229,7 +229,13 @@ class CompiledStep:
         return self._compiled(y_prev, state, log_probs=True)
 
     def select_step(
-        self, y_prev: Tensor, live_log_prob: Tensor, eos_id: int, state: Any, ban_eos: bool
+        self,
+        y_prev: Tensor,
+        live_log_prob: Tensor,
+        active: Tensor,
+        eos_id: int,
+        state: Any,
+        ban_eos: bool,
     ) -> tuple[tuple[Tensor, ...], PendingReorder] | None:
         """``log_prob_step`` and beam search's candidate selection on its log p
         (``seqlab.decode.beam.select_candidates``; ``ban_eos``: after ``forbid_eos``, for
@@ -238,12 +244,14 @@ class CompiledStep:
         (docs/perf-notes-compiled-beam.md §54). None when ``select_in_graph`` is off (the
         default; §54): the search then selects eagerly.
 
-        Shapes: y_prev (A·K,) long, live_log_prob (A, K) -> (log_prob (A, 2K), beam (A, 2K),
+        Shapes: y_prev (A·K,) long, live_log_prob (B, K), active (A,) long: the rows of
+                ``live_log_prob`` in the state -> (log_prob (A, 2K), beam (A, 2K),
                 token (A, 2K), finishes (A, 2K), live (A, K)) as ``Candidates``, new state
         """
         if not (self.select_in_graph and self.log_probs_in_graph):
-            return None
-        return self._compiled(y_prev, state, True, live_log_prob, eos_id, ban_eos)
+            return None  # checked before any work: beam search asks at every step
+        live = live_log_prob[active]  # (A, K)
+        return self._compiled(y_prev, state, True, live, eos_id, ban_eos)
 
     def _compiled(
         self,
