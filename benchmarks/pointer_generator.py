@@ -74,6 +74,7 @@ EVALUATION_KEYS = (
     "task.replace_unk",
     "task.unk_to_copy",
     "task.coverage_penalty",
+    "task.coverage_penalty_words",
     "train.threads",
 )
 
@@ -137,6 +138,15 @@ def phase_overrides(plain_dir: Path, minutes: float) -> list[str]:
     ]
 
 
+def load_for_scoring(run_dir: Path, data_dir: str | None, summary: dict) -> api.LoadedModel:
+    """The checkpoint a run is scored with: the best validation BLEU if it beats the last
+    validation's, else the last (``summary`` as ``api.train`` returns it, or
+    ``saved_summary``)."""
+    best, final = summary.get("best") or {}, summary.get("valid") or {}
+    use_best = best.get("value") is not None and best["value"] > final.get("bleu_lc", -1.0)
+    return api.load(run_dir, data_dir=data_dir, prefer="best" if use_best else "latest")
+
+
 def saved_summary(run_dir: Path) -> dict:
     """What ``api.train`` returns, read back from a finished run's metrics.jsonl: step and
     elapsed of the final event, its validation, and the best validation BLEU."""
@@ -198,9 +208,7 @@ def run_preset(
         ).metrics
     else:
         summary = saved_summary(run_dir)
-    best, final = summary.get("best") or {}, summary.get("valid") or {}
-    use_best = best.get("value") is not None and best["value"] > final.get("bleu_lc", -1.0)
-    loaded = api.load(run_dir, data_dir=data_dir, prefer="best" if use_best else "latest")
+    loaded = load_for_scoring(run_dir, data_dir, summary)
     apply_evaluation_overrides(loaded, evaluation_overrides(overrides))
     metrics = dict(loaded.evaluate("test"))
     cfg = loaded.config

@@ -436,6 +436,15 @@ class PointerGenerator(nn.Module):
         """
         return state.cov, state.src_mask
 
+    def oov_attention_coverage(self, state: PointerGeneratorState) -> tuple[Tensor, Tensor]:
+        """``attention_coverage`` over the source words outside the target vocabulary only
+        (extended ids ≥ V: the words only a copy can produce), for a coverage penalty that
+        asks the search to attend to those (``task.coverage_penalty_words: oov``).
+
+        Shapes: state with B rows -> (B, S) float, (B, S) bool
+        """
+        return state.cov, state.src_mask & (state.src_ext >= self.V_size)
+
     def forward(
         self,
         src: Tensor,

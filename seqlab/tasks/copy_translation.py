@@ -34,14 +34,14 @@ import math
 import re
 from collections import Counter
 from collections.abc import Sequence
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 import numpy as np
 import torch
 from torch import nn
 
+from seqlab.data.copy_dropout import copy_dropout
 from seqlab.data.multi30k import locate_multi30k
 from seqlab.data.oov import (
     CopyBatch,
@@ -60,6 +60,7 @@ from seqlab.eval.bleu import corpus_bleu, corpus_chrf
 from seqlab.registry import TASKS
 from seqlab.tasks.base import LossOutput, Task
 from seqlab.tasks.copy_losses import copy_switch_loss, copy_token_weights
+from seqlab.tasks.copy_translation_config import CopyTranslationConfig
 from seqlab.tasks.copy_translation_decode import (
     decode_copy,
     model_device,
@@ -113,131 +114,6 @@ def repeated_ngrams(words: Sequence[str], n: int = 3) -> tuple[int, int]:
     """(repeats, total) n-grams of one sentence; a repeat equals an earlier n-gram of it."""
     grams = [tuple(words[i : i + n]) for i in range(len(words) - n + 1)]
     return len(grams) - len(set(grams)), len(grams)
-
-
-@dataclass(frozen=True)
-class CopyTranslationConfig:
-    """Data, vocabularies, loss weight λ and evaluation settings.
-
-    ``data``: ``multi30k`` (shipped copy or the run's data_dir) or ``files`` (the paths;
-    test optional). ``max_len``: training pairs with more words on either side are
-    dropped. ``valid_bleu_sentences``: decode only the first N valid sentences (0 = all);
-    ``test_sentences``: the same for every other split (0 = all; for smoke tests).
-
-    Decode-time treatment of ``<unk>`` (evaluation, ``translate``, ``explain``; none is
-    in See et al. 2017, all default off; seqlab.tasks.copy_translation_decode):
-    ``block_unk``: log P(<unk>) = −∞ at every decoding step, so the search picks a
-    vocabulary word or a copy; ``replace_unk``: each ``<unk>`` left in the output becomes
-    the source word with the highest attention weight at its step (Luong et al. 2015);
-    ``unk_to_copy``: at every step ``<unk>``'s probability moves to the source words
-    outside the target vocabulary, in proportion to their copy probabilities. At most one
-    of the three. ``coverage_penalty`` β > 0: beam search (``test_beam`` > 1, ``translate``
-    with a beam) ranks finished hypotheses by log P / lp + β Σ_i log min(Σ_t a_i^t, 1),
-    GNMT's coverage penalty (Wu et al. 2016, §7), which favours outputs that attend to
-    every source word; 0 (default) = off, as in See et al.
-
-    ``src_char_ngrams``: K > 0 gives the encoder, besides each source word's embedding,
-    the mean of its hashed character n-gram vectors (``char_ngram_min`` ≤ n ≤
-    ``char_ngram_max``, K buckets; fastText, seqlab.data.char_ngrams), so a word outside
-    the source vocabulary is no longer only ``<unk>``. 0 (default) = See et al.'s encoder.
-
-    ``src_word_stats``: true gives the encoder, for each source word, W_f f(w) with f(w) =
-    [log(1 + n_tgt(w)), log(1 + n_src(w)), 1[digit]], its counts in the training target
-    and source text (a training pair's own occurrences left out; seqlab.data.word_stats):
-    whether the word is spelled the same in both languages, and so is likely copied.
-    False (default) = See et al.'s encoder.
-
-    Training terms that favour copying (seqlab.tasks.copy_losses; neither is in See et
-    al.): ``copy_weight`` w ≥ 1 weighs the NLL of targets only a copy can produce (ids ≥ V)
-    by w; ``switch_lambda`` λ ≥ 0 adds λ Σ_t of a cross-entropy on p_gen where the
-    reference decides between copying and generating (Gulcehre et al. 2016). Defaults 1 and
-    0 = eq. 13 alone.
-    """
-
-    src_lang: str = "de"
-    tgt_lang: str = "en"
-    data: Literal["multi30k", "files"] = "multi30k"
-    train_src: str | None = None
-    train_tgt: str | None = None
-    valid_src: str | None = None
-    valid_tgt: str | None = None
-    test_src: str | None = None
-    test_tgt: str | None = None
-    test_split: str = "test_2016_flickr"
-    tgt_vocab_size: int = 2000
-    src_vocab_size: int = 10000
-    src_min_freq: int = 2
-    cov_lambda: float = 1.0
-    max_len: int = 60
-    max_train_examples: int | None = None
-    valid_bleu_sentences: int = 500
-    test_sentences: int = 0
-    valid_beam: int = 1
-    test_beam: int = 4
-    length_penalty: float = 0.6
-    max_len_a: float = 1.5
-    max_len_b: int = 5
-    eval_batch_tokens: int = 8000
-    block_unk: bool = False
-    replace_unk: bool = False
-    unk_to_copy: bool = False
-    coverage_penalty: float = 0.0
-    src_char_ngrams: int = 0
-    char_ngram_min: int = 3
-    char_ngram_max: int = 5
-    src_word_stats: bool = False
-    copy_weight: float = 1.0
-    switch_lambda: float = 0.0
-
-    def __post_init__(self) -> None:
-        paths = [self.train_src, self.train_tgt, self.valid_src, self.valid_tgt]
-        if self.data == "files":
-            if any(p is None for p in paths):
-                raise ValueError(
-                    "task.data: files needs train_src, train_tgt, valid_src, valid_tgt"
-                )
-            if (self.test_src is None) != (self.test_tgt is None):
-                raise ValueError("task.test_src / task.test_tgt: give both or neither")
-        elif any(p is not None for p in [*paths, self.test_src, self.test_tgt]):
-            raise ValueError("task.train_src …: file paths are set but data is 'multi30k'")
-        for name in ("tgt_vocab_size", "src_vocab_size"):
-            if getattr(self, name) < 5:
-                raise ValueError(
-                    f"task.{name} must be >= 5 (4 specials), got {getattr(self, name)}"
-                )
-        for name in ("src_min_freq", "max_len", "valid_beam", "test_beam", "eval_batch_tokens"):
-            if getattr(self, name) < 1:
-                raise ValueError(f"task.{name} must be >= 1, got {getattr(self, name)}")
-        if not (self.copy_weight >= 1 and math.isfinite(self.copy_weight)):
-            raise ValueError(
-                f"task.copy_weight must be a finite number >= 1 (1 = off), got {self.copy_weight}"
-            )
-        for name in ("cov_lambda", "coverage_penalty", "switch_lambda"):
-            value = getattr(self, name)
-            if not (value >= 0 and math.isfinite(value)):
-                raise ValueError(f"task.{name} must be a finite number >= 0, got {value}")
-        for name in ("valid_bleu_sentences", "test_sentences"):
-            if getattr(self, name) < 0:
-                raise ValueError(f"task.{name} must be >= 0 (0 = all)")
-        if self.max_train_examples is not None and self.max_train_examples < 1:
-            raise ValueError("task.max_train_examples must be >= 1 or null")
-        for name in ("block_unk", "replace_unk", "unk_to_copy", "src_word_stats"):
-            if not isinstance(getattr(self, name), bool):
-                raise ValueError(f"task.{name} must be true or false, got {getattr(self, name)!r}")
-        if self.src_char_ngrams < 0:
-            raise ValueError(
-                f"task.src_char_ngrams must be >= 0 (0 = off), got {self.src_char_ngrams}"
-            )
-        if not 1 <= self.char_ngram_min <= self.char_ngram_max:
-            raise ValueError(
-                "task.char_ngram_min / char_ngram_max: need 1 <= min <= max, got "
-                f"{self.char_ngram_min} / {self.char_ngram_max}"
-            )
-        if self.block_unk + self.replace_unk + self.unk_to_copy > 1:
-            raise ValueError(
-                "task.block_unk, task.replace_unk and task.unk_to_copy: choose one (each "
-                "decides what becomes of <unk>)"
-            )
 
 
 @TASKS.register("copy_translation", CopyTranslationConfig)
@@ -315,6 +191,14 @@ class CopyTranslationTask(Task):
             ]
             for split, pair in self.words.items()
         }
+        if cfg.copy_dropout:  # training pairs only (seqlab.data.copy_dropout)
+            self.examples["train"] = copy_dropout(
+                self.examples["train"],
+                self.tgt_vocab,
+                cfg.copy_dropout,
+                cfg.copy_dropout_min_id,
+                self.seed,
+            )
         log.info("copy_translation: V_src %d, V_tgt %d", len(self.src_vocab), len(self.tgt_vocab))
 
     def _filter_train(self) -> None:
@@ -449,6 +333,7 @@ class CopyTranslationTask(Task):
             cfg.replace_unk,
             to_copy,
             cfg.coverage_penalty,
+            cfg.coverage_penalty_words,
         )
 
     @torch.no_grad()
@@ -550,6 +435,7 @@ class CopyTranslationTask(Task):
                 self.cfg.block_unk,
                 unk_to_copy_vocab=to_copy,
                 coverage_penalty=self.cfg.coverage_penalty,
+                coverage_words=self.cfg.coverage_penalty_words,
             )
             device = model_device(model)
             src = torch.tensor([example.src_ids], device=device)  # (1, S)

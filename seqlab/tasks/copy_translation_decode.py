@@ -164,6 +164,7 @@ def decode_copy(
     replace_unk: bool = False,
     unk_to_copy_vocab: int | None = None,
     coverage_penalty: float = 0.0,
+    coverage_words: str = "all",
 ) -> list[tuple[list[int], float]]:
     """Decode each example with greedy (beam 1) or beam search over the extended
     vocabulary; returns, in input order, (extended ids without EOS, mean p_gen of its
@@ -174,13 +175,20 @@ def decode_copy(
     (``replace_unk_by_attention``; p_gen is that of the decoded steps);
     ``unk_to_copy_vocab`` V: ``<unk>``'s mass goes to the copies (``UnkToCopyDecoder``).
     ``coverage_penalty`` β > 0: beam search adds GNMT's cp(X; Y) to each finished
-    hypothesis' score (``gnmt_coverage_penalty``; not used by greedy search).
+    hypothesis' score (``gnmt_coverage_penalty``; not used by greedy search), summed over
+    every source word (``coverage_words`` ``all``) or over the source words outside the
+    target vocabulary only (``oov``; ``PointerGenerator.oov_attention_coverage``).
 
     Shapes (per batch): src, src_ext (B, S); per-row max_len (B,); greedy tokens (B, T);
     beam tokens (B, 1, T).
     """
     if block_unk + replace_unk + (unk_to_copy_vocab is not None) > 1:
         raise ValueError("decode_copy: block_unk, replace_unk and unk_to_copy: choose one")
+    if coverage_words not in ("all", "oov"):
+        raise ValueError(
+            f"decode_copy: coverage_words must be 'all' or 'oov', got {coverage_words!r}"
+        )
+    coverage = model.attention_coverage if coverage_words == "all" else model.oov_attention_coverage
     device = model_device(model)
     decoder = UnkBlockedDecoder(model) if block_unk else model
     if unk_to_copy_vocab is not None:
@@ -214,7 +222,7 @@ def decode_copy(
                 alpha=settings.length_penalty,
                 pad_id=PAD_ID,
                 coverage_penalty=coverage_penalty,
-                coverage=model.attention_coverage if coverage_penalty > 0.0 else None,
+                coverage=coverage if coverage_penalty > 0.0 else None,
             )
             tokens, lens = res.tokens[:, 0], res.lengths[:, 0]  # (B, T), (B,)
         ids = [row[:n] for row, n in zip(tokens.tolist(), lens.tolist())]

@@ -1,0 +1,136 @@
+"""Sweep one decode-time setting of trained pointer-generator runs, on valid and test.
+
+A decode-time lever (GNMT's α or β, the coverage penalty's words, ``<unk>`` handling …)
+is chosen on the validation set and judged on test, on the same checkpoints, with the
+other settings held. This loads each run once (the checkpoint ``benchmarks/pointer_generator.py``
+scores: the best validation BLEU if it beats the last, else the last), and for every value
+of ``--grid KEY=V1,V2,…`` applies ``--set`` and ``KEY=V`` to its saved config and evaluates
+every split of ``--splits``. The valid split is decoded whole, with the test beam
+(``task.valid_beam`` = ``task.test_beam``, ``task.valid_bleu_sentences=0``), so the two
+splits are decoded alike. It prints one table (per run and the mean over runs: lc BLEU,
+chrF, copied / copyable OOV words, repeated trigrams) and writes it as markdown to
+``--out``; it trains nothing and changes no run.
+
+    python benchmarks/pg_decode_sweep.py RUN [RUN …] --grid task.coverage_penalty=0,0.5,1 \\
+        --set task.coverage_penalty_words=oov --out sweep.md
+"""
+
+from __future__ import annotations
+
+import argparse
+import shlex
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+if str(ROOT) not in sys.path:  # run as a plain script
+    sys.path.insert(0, str(ROOT))
+
+from benchmarks.pointer_generator import (  # noqa: E402
+    EVALUATION_KEYS,
+    apply_evaluation_overrides,
+    load_for_scoring,
+    saved_summary,
+)
+from benchmarks.results_doc import machine_description  # noqa: E402
+from seqlab import api  # noqa: E402
+
+SWEEPABLE = EVALUATION_KEYS
+COLUMNS = ("bleu_lc", "chrf", "copies", "repeat_trigram")
+
+
+def parse_grid(text: str) -> tuple[str, list[str]]:
+    """``KEY=V1,V2`` -> (KEY, [V1, V2]); KEY must be a decode-time setting."""
+    key, sep, values = text.partition("=")
+    key = key.strip()
+    if not sep or not values.strip():
+        raise SystemExit(f"--grid {text!r}: write KEY=V1,V2,… (e.g. task.coverage_penalty=0,1)")
+    if key not in SWEEPABLE:
+        raise SystemExit(f"--grid {key}: not a decode-time setting; one of {', '.join(SWEEPABLE)}")
+    return key, [v.strip() for v in values.split(",") if v.strip()]
+
+
+def score(loaded: api.LoadedModel, overrides: list[str], split: str) -> dict[str, float]:
+    """The split's metrics with ``overrides`` on the run's saved config, plus the number of
+    copied OOV words (``copies``) next to the percentage."""
+    apply_evaluation_overrides(loaded, overrides)
+    m = dict(loaded.evaluate(split))
+    m["copies"] = round(m["oov_copy"] * m["oov_copyable"] / 100.0)
+    return m
+
+
+def sweep(
+    runs: list[Path], key: str, values: list[str], fixed: list[str], splits: list[str], data_dir
+) -> dict[tuple[str, str], list[dict[str, float]]]:
+    """(split, value) -> one metrics dict per run, in ``runs`` order."""
+    table: dict[tuple[str, str], list[dict[str, float]]] = {}
+    for run in runs:
+        loaded = load_for_scoring(run, data_dir, saved_summary(run))
+        beam = loaded.config.task_cfg.test_beam
+        base = [f"task.valid_beam={beam}", "task.valid_bleu_sentences=0", *fixed]
+        for value in values:
+            for split in splits:
+                m = score(loaded, [*base, f"{key}={value}"], split)
+                table.setdefault((split, value), []).append(m)
+                print(f"{run.name} {split} {key}={value}: " + fmt_row(m), flush=True)
+    return table
+
+
+def fmt_row(m: dict[str, float]) -> str:
+    return (
+        f"lc BLEU {m['bleu_lc']:.2f}, chrF {m['chrf']:.1f}, copies {m['copies']:.0f} / "
+        f"{m['oov_copyable']:.0f}, rep. trigrams {m['repeat_trigram']:.2f} %"
+    )
+
+
+def markdown(table, runs: list[Path], key: str, command: str) -> str:
+    head = ["split", key]
+    for i in range(len(runs)):
+        head += [f"run {i} lc BLEU", "copies", "rep. %"]
+    head += ["mean lc BLEU", "mean copies", "mean rep. %"]
+    lines = [
+        f"Command: `{command}`",
+        "",
+        f"Machine: {machine_description()}. Runs: "
+        + ", ".join(f"{i} = `{r}`" for i, r in enumerate(runs)),
+        "",
+        "| " + " | ".join(head) + " |",
+        "|" + "---|" * len(head),
+    ]
+    for (split, value), rows in table.items():
+        cells = [split, value]
+        for m in rows:
+            cells += [f"{m['bleu_lc']:.2f}", f"{m['copies']:.0f} / {m['oov_copyable']:.0f}"]
+            cells += [f"{m['repeat_trigram']:.2f}"]
+        n = len(rows)
+        cells += [f"{sum(m[c] for m in rows) / n:.2f}" for c in ("bleu_lc", "copies")]
+        cells += [f"{sum(m['repeat_trigram'] for m in rows) / n:.2f}"]
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def main(argv: list[str] | None = None) -> str:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("runs", nargs="+", type=Path, help="finished pointer-generator run folders")
+    p.add_argument("--grid", required=True, help="KEY=V1,V2,… (a decode-time setting)")
+    p.add_argument("--set", nargs="*", default=[], help="more KEY=VALUE, held at every value")
+    p.add_argument("--splits", default="valid,test", help="comma-separated (default valid,test)")
+    p.add_argument("--data-dir", default=None)
+    p.add_argument("--out", type=Path, default=None, help="markdown file for the table")
+    args = p.parse_args(argv)
+    key, values = parse_grid(args.grid)
+    for o in args.set:
+        if o.split("=", 1)[0].strip() not in SWEEPABLE:
+            raise SystemExit(f"--set {o}: not a decode-time setting; one of {', '.join(SWEEPABLE)}")
+    splits = [s.strip() for s in args.splits.split(",") if s.strip()]
+    table = sweep(args.runs, key, values, args.set, splits, args.data_dir)
+    command = "python benchmarks/pg_decode_sweep.py " + shlex.join(argv or sys.argv[1:])
+    text = markdown(table, args.runs, key, command)
+    print(text)
+    if args.out is not None:
+        args.out.write_text(text, encoding="utf-8")
+    return text
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,46 @@
+"""benchmarks/pg_decode_sweep.py: one decode-time setting swept on trained runs, valid and
+test; each cell equals a separate scoring of that setting, the table's means are the
+runs' means, the runs' configs stay as they were, and bad grids are refused."""
+
+import pytest
+
+from benchmarks import pg_decode_sweep as sweep
+from benchmarks import pointer_generator as bench
+from seqlab import api
+from tests.test_benchmark_pointer_generator_reuse import trained_run  # noqa: F401  (fixture)
+
+pytestmark = pytest.mark.usefixtures("one_thread")
+
+
+def test_sweep_scores_each_value_as_a_separate_scoring(trained_run, tmp_path):  # noqa: F811
+    run = trained_run / f"bench-{bench.PRESETS['plain']}"
+    out = tmp_path / "sweep.md"
+    argv = [str(run), str(run), "--grid", "task.coverage_penalty=0,5", "--out", str(out),
+            "--set", "task.coverage_penalty_words=oov", "task.unk_to_copy=true"]  # fmt: skip
+    text = sweep.main(argv)
+    assert out.read_text() == text
+    assert "python benchmarks/pg_decode_sweep.py " in text and "task.coverage_penalty" in text
+    rows = [line for line in text.splitlines() if line.startswith("| valid") or "| test" in line]
+    assert len(rows) == 4  # 2 splits x 2 values
+    # the cell of test, beta 5 equals one scoring of the run with those settings
+    alone = api.load(run)
+    bench.apply_evaluation_overrides(
+        alone,
+        ["task.valid_beam=2", "task.valid_bleu_sentences=0", "task.coverage_penalty_words=oov",
+         "task.unk_to_copy=true", "task.coverage_penalty=5"],
+    )  # fmt: skip
+    m = alone.evaluate("test")
+    copies = round(m["oov_copy"] * m["oov_copyable"] / 100.0)
+    (row,) = [r for r in rows if r.startswith("| test | 5 |")]
+    cells = [c.strip() for c in row.strip("|").split("|")]
+    assert cells[2] == f"{m['bleu_lc']:.2f}" and cells[3] == f"{copies} / {m['oov_copyable']:.0f}"
+    assert cells[-3] == f"{m['bleu_lc']:.2f}"  # the same run twice: the mean is the run
+    assert api.load(run).config.task_cfg.coverage_penalty == 0.0  # the run is untouched
+
+
+@pytest.mark.parametrize(
+    "grid", ["task.coverage_penalty", "task.coverage_penalty=", "model.dropout=0,1"]
+)
+def test_sweep_refuses_a_grid_that_is_not_a_decode_setting(grid, tmp_path):
+    with pytest.raises(SystemExit):
+        sweep.main([str(tmp_path), "--grid", grid])
