@@ -35,19 +35,23 @@ from benchmarks.pointer_generator import (  # noqa: E402
 from benchmarks.results_doc import machine_description  # noqa: E402
 from seqlab import api  # noqa: E402
 
-SWEEPABLE = EVALUATION_KEYS
-COLUMNS = ("bleu_lc", "chrf", "copies", "repeat_trigram")
+
+def decode_key(flag: str, text: str) -> str:
+    """The key of ``KEY=…`` after ``flag``, refused unless it is a decode-time setting."""
+    key = text.split("=", 1)[0].strip()
+    if key not in EVALUATION_KEYS:
+        raise SystemExit(
+            f"{flag} {text}: not a decode-time setting; one of {', '.join(EVALUATION_KEYS)}"
+        )
+    return key
 
 
 def parse_grid(text: str) -> tuple[str, list[str]]:
     """``KEY=V1,V2`` -> (KEY, [V1, V2]); KEY must be a decode-time setting."""
-    key, sep, values = text.partition("=")
-    key = key.strip()
+    _, sep, values = text.partition("=")
     if not sep or not values.strip():
         raise SystemExit(f"--grid {text!r}: write KEY=V1,V2,… (e.g. task.coverage_penalty=0,1)")
-    if key not in SWEEPABLE:
-        raise SystemExit(f"--grid {key}: not a decode-time setting; one of {', '.join(SWEEPABLE)}")
-    return key, [v.strip() for v in values.split(",") if v.strip()]
+    return decode_key("--grid", text), [v.strip() for v in values.split(",") if v.strip()]
 
 
 def score(loaded: api.LoadedModel, overrides: list[str], split: str) -> dict[str, float]:
@@ -120,8 +124,7 @@ def main(argv: list[str] | None = None) -> str:
     args = p.parse_args(argv)
     key, values = parse_grid(args.grid)
     for o in args.set:
-        if o.split("=", 1)[0].strip() not in SWEEPABLE:
-            raise SystemExit(f"--set {o}: not a decode-time setting; one of {', '.join(SWEEPABLE)}")
+        decode_key("--set", o)
     splits = [s.strip() for s in args.splits.split(",") if s.strip()]
     table = sweep(args.runs, key, values, args.set, splits, args.data_dir)
     command = "python benchmarks/pg_decode_sweep.py " + shlex.join(argv or sys.argv[1:])

@@ -44,3 +44,10 @@ def test_sweep_scores_each_value_as_a_separate_scoring(trained_run, tmp_path):  
 def test_sweep_refuses_a_grid_that_is_not_a_decode_setting(grid, tmp_path):
     with pytest.raises(SystemExit):
         sweep.main([str(tmp_path), "--grid", grid])
+
+
+def test_sweep_refuses_a_held_setting_that_is_not_a_decode_setting(tmp_path):
+    with pytest.raises(SystemExit, match="--set model.dropout=0.1: not a decode-time setting"):
+        sweep.main(
+            [str(tmp_path), "--grid", "task.coverage_penalty=0", "--set", "model.dropout=0.1"]
+        )
