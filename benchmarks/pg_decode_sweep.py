@@ -7,12 +7,15 @@ scores: the best validation BLEU if it beats the last, else the last), and for e
 of ``--grid KEY=V1,V2,…`` applies ``--set`` and ``KEY=V`` to its saved config and evaluates
 every split of ``--splits``. The valid split is decoded whole, with the test beam
 (``task.valid_beam`` = ``task.test_beam``, ``task.valid_bleu_sentences=0``), so the two
-splits are decoded alike. It prints one table (per run and the mean over runs: lc BLEU,
-chrF, copied / copyable OOV words, repeated trigrams) and writes it as markdown to
-``--out``; it trains nothing and changes no run.
+splits are decoded alike. With ``--ensemble`` the runs are decoded as one model, the linear
+pool of their distributions (``api.load_ensemble``; each member at its own scoring
+checkpoint), and the table has one column, the ensemble's. It prints one table (per run
+and the mean over runs: lc BLEU, chrF, copied / copyable OOV words, repeated trigrams) and
+writes it as markdown to ``--out``; it trains nothing and changes no run.
 
     python benchmarks/pg_decode_sweep.py RUN [RUN …] --grid task.coverage_penalty=0,0.5,1 \\
         --set task.coverage_penalty_words=oov --out sweep.md
+    python benchmarks/pg_decode_sweep.py RUN_A RUN_B --ensemble --grid task.test_beam=4
 """
 
 from __future__ import annotations
@@ -31,6 +34,7 @@ from benchmarks.pointer_generator import (  # noqa: E402
     apply_evaluation_overrides,
     load_for_scoring,
     saved_summary,
+    scoring_checkpoint,
 )
 from benchmarks.results_doc import machine_description  # noqa: E402
 from seqlab import api  # noqa: E402
@@ -63,20 +67,36 @@ def score(loaded: api.LoadedModel, overrides: list[str], split: str) -> dict[str
     return m
 
 
+def load_models(runs: list[Path], data_dir, ensemble: bool) -> list[tuple[str, api.LoadedModel]]:
+    """(name, model) per run, each at its scoring checkpoint; with ``ensemble`` one pair,
+    the runs pooled (``api.load_ensemble``)."""
+    if ensemble:
+        prefer = [scoring_checkpoint(saved_summary(r)) for r in runs]
+        name = "ensemble(" + ", ".join(r.name for r in runs) + ")"
+        return [(name, api.load_ensemble(list(runs), data_dir=data_dir, prefer=prefer))]
+    return [(r.name, load_for_scoring(r, data_dir, saved_summary(r))) for r in runs]
+
+
 def sweep(
-    runs: list[Path], key: str, values: list[str], fixed: list[str], splits: list[str], data_dir
+    runs: list[Path],
+    key: str,
+    values: list[str],
+    fixed: list[str],
+    splits: list[str],
+    data_dir,
+    ensemble: bool = False,
 ) -> dict[tuple[str, str], list[dict[str, float]]]:
-    """(split, value) -> one metrics dict per run, in ``runs`` order."""
+    """(split, value) -> one metrics dict per run, in ``runs`` order (one, the pool's, with
+    ``ensemble``)."""
     table: dict[tuple[str, str], list[dict[str, float]]] = {}
-    for run in runs:
-        loaded = load_for_scoring(run, data_dir, saved_summary(run))
+    for name, loaded in load_models(runs, data_dir, ensemble):
         beam = loaded.config.task_cfg.test_beam
         base = [f"task.valid_beam={beam}", "task.valid_bleu_sentences=0", *fixed]
         for value in values:
             for split in splits:
                 m = score(loaded, [*base, f"{key}={value}"], split)
                 table.setdefault((split, value), []).append(m)
-                print(f"{run.name} {split} {key}={value}: " + fmt_row(m), flush=True)
+                print(f"{name} {split} {key}={value}: " + fmt_row(m), flush=True)
     return table
 
 
@@ -87,16 +107,17 @@ def fmt_row(m: dict[str, float]) -> str:
     )
 
 
-def markdown(table, runs: list[Path], key: str, command: str) -> str:
+def markdown(table, runs: list[Path], key: str, command: str, ensemble: bool = False) -> str:
     head = ["split", key]
-    for i in range(len(runs)):
+    for i in range(1 if ensemble else len(runs)):
         head += [f"run {i} lc BLEU", "copies", "rep. %"]
     head += ["mean lc BLEU", "mean copies", "mean rep. %"]
     lines = [
         f"Command: `{command}`",
         "",
-        f"Machine: {machine_description()}. Runs: "
-        + ", ".join(f"{i} = `{r}`" for i, r in enumerate(runs)),
+        f"Machine: {machine_description()}. "
+        + ("Run 0 = the ensemble of " if ensemble else "Runs: ")
+        + ", ".join((f"`{r}`" if ensemble else f"{i} = `{r}`") for i, r in enumerate(runs)),
         "",
         "| " + " | ".join(head) + " |",
         "|" + "---|" * len(head),
@@ -121,14 +142,17 @@ def main(argv: list[str] | None = None) -> str:
     p.add_argument("--splits", default="valid,test", help="comma-separated (default valid,test)")
     p.add_argument("--data-dir", default=None)
     p.add_argument("--out", type=Path, default=None, help="markdown file for the table")
+    p.add_argument(
+        "--ensemble", action="store_true", help="decode the runs as one model (linear pool)"
+    )
     args = p.parse_args(argv)
     key, values = parse_grid(args.grid)
     for o in args.set:
         decode_key("--set", o)
     splits = [s.strip() for s in args.splits.split(",") if s.strip()]
-    table = sweep(args.runs, key, values, args.set, splits, args.data_dir)
+    table = sweep(args.runs, key, values, args.set, splits, args.data_dir, args.ensemble)
     command = "python benchmarks/pg_decode_sweep.py " + shlex.join(argv or sys.argv[1:])
-    text = markdown(table, args.runs, key, command)
+    text = markdown(table, args.runs, key, command, args.ensemble)
     print(text)
     if args.out is not None:
         args.out.write_text(text, encoding="utf-8")

@@ -138,13 +138,18 @@ def phase_overrides(plain_dir: Path, minutes: float) -> list[str]:
     ]
 
 
-def load_for_scoring(run_dir: Path, data_dir: str | None, summary: dict) -> api.LoadedModel:
-    """The checkpoint a run is scored with: the best validation BLEU if it beats the last
-    validation's, else the last (``summary`` as ``api.train`` returns it, or
-    ``saved_summary``)."""
+def scoring_checkpoint(summary: dict) -> str:
+    """Which checkpoint a run is scored with: ``best`` (the best validation BLEU) if it
+    beats the last validation's, else ``latest`` (``summary`` as ``api.train`` returns it,
+    or ``saved_summary``)."""
     best, final = summary.get("best") or {}, summary.get("valid") or {}
     use_best = best.get("value") is not None and best["value"] > final.get("bleu_lc", -1.0)
-    return api.load(run_dir, data_dir=data_dir, prefer="best" if use_best else "latest")
+    return "best" if use_best else "latest"
+
+
+def load_for_scoring(run_dir: Path, data_dir: str | None, summary: dict) -> api.LoadedModel:
+    """The run rebuilt from its ``scoring_checkpoint``."""
+    return api.load(run_dir, data_dir=data_dir, prefer=scoring_checkpoint(summary))
 
 
 def saved_summary(run_dir: Path) -> dict:

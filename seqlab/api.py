@@ -207,3 +207,30 @@ def load(
     load_checkpoint(ckpt, model=model)
     model.to(device).eval()
     return LoadedModel(model, task, cfg, ckpt, meta.step, meta.extra)
+
+
+def load_ensemble(
+    paths: list[str | Path],
+    *,
+    data_dir: str | Path | None = None,
+    device: str = "cpu",
+    prefer: str | list[str] = "best",
+) -> LoadedModel:
+    """Load runs as one ensemble: each with ``load`` (``prefer`` for all, or one per run),
+    pooled by the model type's ensemble (seqlab.ensemble_load: the linear pool of the
+    members' distributions). ``evaluate`` and the task's inference methods then decode the
+    pool; the task, config and step are the first run's; ``extra["members"]`` lists the
+    members' checkpoints. A run whose task, vocabularies or model inputs differ from the
+    first's is refused with a ``ConfigError`` naming it."""
+    from seqlab.ensemble_load import ensemble_of
+
+    if not paths:
+        raise ConfigError("load_ensemble: give at least one run")
+    choices = [prefer] * len(paths) if isinstance(prefer, str) else list(prefer)
+    if len(choices) != len(paths):
+        raise ConfigError(f"load_ensemble: {len(paths)} runs but {len(choices)} prefer values")
+    loaded = [load(p, data_dir=data_dir, device=device, prefer=c) for p, c in zip(paths, choices)]
+    model = ensemble_of(paths, loaded).to(device)
+    first = loaded[0]
+    extra = {**first.extra, "members": [str(m.checkpoint) for m in loaded]}
+    return LoadedModel(model, first.task, first.config, first.checkpoint, first.step, extra)

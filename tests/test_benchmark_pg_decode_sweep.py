@@ -51,3 +51,22 @@ def test_sweep_refuses_a_held_setting_that_is_not_a_decode_setting(tmp_path):
         sweep.main(
             [str(tmp_path), "--grid", "task.coverage_penalty=0", "--set", "model.dropout=0.1"]
         )
+
+
+def test_ensemble_of_a_run_with_itself_scores_as_the_run(trained_run, tmp_path):  # noqa: F811
+    """--ensemble decodes the runs as one pool; a run pooled with itself is the run (its
+    distribution is the mean of two equal ones), so the table has one column equal to the
+    run scored alone."""
+    run = trained_run / f"bench-{bench.PRESETS['plain']}"
+    argv = [str(run), str(run), "--ensemble", "--grid", "task.unk_to_copy=true",
+            "--splits", "test"]  # fmt: skip
+    text = sweep.main(argv)
+    assert "Run 0 = the ensemble of " in text
+    (row,) = [line for line in text.splitlines() if line.startswith("| test")]
+    cells = [c.strip() for c in row.strip("|").split("|")]
+    assert len(cells) == 2 + 3 + 3  # split, value, one run's 3 cells, the 3 means
+    alone = api.load(run)
+    bench.apply_evaluation_overrides(alone, ["task.valid_beam=2", "task.unk_to_copy=true"])
+    m = alone.evaluate("test")
+    copies = round(m["oov_copy"] * m["oov_copyable"] / 100.0)
+    assert cells[2] == f"{m['bleu_lc']:.2f}" and cells[3] == f"{copies} / {m['oov_copyable']:.0f}"

@@ -3,7 +3,7 @@
     seqlab train CONFIG [key=value …] [--run-dir DIR] [--data-dir DIR] [--overwrite]
     seqlab train --resume RUN_DIR [train.key=value …]
     torchrun --standalone --nproc_per_node=2 -m seqlab train CONFIG …
-    seqlab evaluate RUN_OR_CHECKPOINT [--split valid]
+    seqlab evaluate RUN_OR_CHECKPOINT [--split valid] [--ensemble RUN …]
     seqlab config show CONFIG [key=value …]
     seqlab config validate CONFIG [key=value …]
 
@@ -93,7 +93,11 @@ def _cmd_evaluate(args: argparse.Namespace) -> int:
 
     precision = decoding_precision(args)  # refused before the checkpoint is loaded
     resolved = resolve_decode_precision(args.precision, args.device)  # "auto" made concrete
-    loaded = api.load(args.path, data_dir=_data_dir(args), device=args.device)
+    if args.ensemble:  # the runs decoded as one model: the linear pool of their P
+        paths = [args.path, *args.ensemble]
+        loaded = api.load_ensemble(paths, data_dir=_data_dir(args), device=args.device)
+    else:
+        loaded = api.load(args.path, data_dir=_data_dir(args), device=args.device)
     if args.src or args.ref:
         with precision:
             return _evaluate_files(loaded, args, resolved)
@@ -118,14 +122,16 @@ def _cmd_evaluate(args: argparse.Namespace) -> int:
     signatures = dict(getattr(metrics, "signatures", None) or {})
     record = {"checkpoint": str(loaded.checkpoint), "step": loaded.step, "split": args.split}
     record["precision"] = decoded_in  # of the decoding (--precision, as it ran)
+    if "members" in loaded.extra:
+        record["ensemble"] = loaded.extra["members"]
     record |= {k: float(v) for k, v in metrics.items()}
     if signatures:
         record["signatures"] = signatures
     if not args.json:  # --json: the JSON object alone, so that it can be piped
-        print(
-            f"checkpoint {loaded.checkpoint} (step {loaded.step}), split {args.split}, "
-            f"decoded in {decoded_in}"
-        )
+        members = loaded.extra.get("members")
+        what = f"ensemble of {', '.join(members)}" if members else f"checkpoint {loaded.checkpoint}"
+        step = "" if members else f" (step {loaded.step})"
+        print(f"{what}{step}, split {args.split}, decoded in {decoded_in}")
         print(format_table([(k, float(v)) for k, v in metrics.items()]))
         for name, sig in signatures.items():
             print(f"{name} signature: {sig}")
@@ -220,6 +226,13 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--plot", help="write BLEU by source length as a PNG here")
     p.add_argument("--hyp", help="write the detokenised hypotheses here")
     p.add_argument("--json", action="store_true", help="one JSON object instead of text")
+    p.add_argument(
+        "--ensemble",
+        nargs="+",
+        metavar="RUN",
+        help="more runs decoded with RUN_OR_CHECKPOINT as one model (the mean of their "
+        "probabilities; pointer-generator runs of one vocabulary)",
+    )
     p.set_defaults(func=_cmd_evaluate)
 
     p = sub.add_parser("average", help="average the weights of a run's last checkpoints")
