@@ -17,14 +17,25 @@ from typing import Any
 from torch import nn
 
 from seqlab.config import ConfigError
+from seqlab.models.bahdanau import Bahdanau
+from seqlab.models.cho import Cho
+from seqlab.models.convs2s import ConvS2S
+from seqlab.models.ensemble import Seq2SeqEnsemble
+from seqlab.models.luong import Luong
 from seqlab.models.pointer_generator import PointerGenerator
 from seqlab.models.pointer_generator_ensemble import PointerGeneratorEnsemble
+from seqlab.models.sutskever import Sutskever
+from seqlab.models.transformer import TransformerSeq2Seq
 
 __all__ = ["ENSEMBLES", "ensemble_of", "check_members"]
 
 # model class -> the class that pools a list of its instances
 ENSEMBLES: dict[type, Callable[[list[Any]], nn.Module]] = {
     PointerGenerator: PointerGeneratorEnsemble,
+    **{
+        cls: Seq2SeqEnsemble
+        for cls in (Sutskever, Cho, Bahdanau, Luong, TransformerSeq2Seq, ConvS2S)
+    },
 }
 
 

@@ -93,6 +93,11 @@ def _cmd_evaluate(args: argparse.Namespace) -> int:
 
     precision = decoding_precision(args)  # refused before the checkpoint is loaded
     resolved = resolve_decode_precision(args.precision, args.device)  # "auto" made concrete
+    if args.ensemble and getattr(args, "compile", False):
+        raise SeqlabError(
+            "evaluate: --compile compiles one Transformer's decoder step; an --ensemble is "
+            "decoded eagerly: drop --compile"
+        )
     if args.ensemble:  # the runs decoded as one model: the linear pool of their P
         paths = [args.path, *args.ensemble]
         loaded = api.load_ensemble(paths, data_dir=_data_dir(args), device=args.device)
@@ -231,7 +236,7 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
         nargs="+",
         metavar="RUN",
         help="more runs decoded with RUN_OR_CHECKPOINT as one model (the mean of their "
-        "probabilities; pointer-generator runs of one vocabulary)",
+        "probabilities; runs of one task, model type and vocabulary)",
     )
     p.set_defaults(func=_cmd_evaluate)
 

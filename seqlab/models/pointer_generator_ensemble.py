@@ -17,6 +17,10 @@ The members must share the source and target vocabularies and the encoder's opti
 inputs (n-grams, word statistics; ``seqlab.ensemble_load`` checks it when loading runs).
 Not in See et al. 2017; ensembling is the practice of NMT (Sutskever et al. 2014 §3.6).
 
+The pool itself (encode, init_state, step, the mean coverage) is ``Seq2SeqEnsemble``'s
+(seqlab.models.ensemble); this class adds the copy task's teacher-forced details and the
+coverage over OOV words.
+
 Shapes: as ``PointerGenerator``: encode(src (B, S), …) -> memory; step(y_prev (B,), state)
 -> log P (B, V + n_oov); forward(…) -> log P (B, T, V + n_oov) or PointerGeneratorOutput
 """
@@ -24,73 +28,32 @@ Shapes: as ``PointerGenerator``: encode(src (B, S), …) -> memory; step(y_prev 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 
 import torch
-from torch import Tensor, nn
+from torch import Tensor
 
-from seqlab.decode.ensemble import EnsembleDecoder, EnsembleState, linear_pool
-from seqlab.models.pointer_generator import (
-    PointerGenerator,
-    PointerGeneratorMemory,
-    PointerGeneratorOutput,
-)
+from seqlab.decode.ensemble import EnsembleState, linear_pool
+from seqlab.models.ensemble import Seq2SeqEnsemble
+from seqlab.models.pointer_generator import PointerGenerator, PointerGeneratorOutput
 
-__all__ = ["EnsembleMemory", "PointerGeneratorEnsemble"]
+__all__ = ["PointerGeneratorEnsemble"]
 
 
-@dataclass
-class EnsembleMemory:
-    """Each member's ``encode`` output, in member order."""
-
-    memories: tuple[PointerGeneratorMemory, ...]
-
-
-class PointerGeneratorEnsemble(nn.Module):
+class PointerGeneratorEnsemble(Seq2SeqEnsemble):
     """The linear pool of M ``PointerGenerator`` members (module docstring), with the
-    contract seqlab's copy decoding and evaluation use: ``encode``, ``init_state``,
-    ``step``, ``attention_coverage``, ``oov_attention_coverage`` and ``forward``.
+    contract seqlab's copy decoding and evaluation use: ``encode`` (with the extended
+    source and the optional inputs), ``init_state``, ``step``, ``attention_coverage``,
+    ``oov_attention_coverage`` and ``forward`` (with ``details``).
 
     Shapes: see the module docstring.
     """
 
     def __init__(self, members: Sequence[PointerGenerator]) -> None:
-        super().__init__()
-        if not members:
-            raise ValueError("an ensemble needs at least one member")
         sizes = sorted({m.V_size for m in members})
-        if len(sizes) != 1:
+        if len(sizes) > 1:
             raise ValueError(f"ensemble members have different target vocabularies: {sizes}")
-        self.members = nn.ModuleList(members)
+        super().__init__(members)
         self.V_size = sizes[0]
-        self._decoder = EnsembleDecoder(list(members))
-
-    def encode(
-        self,
-        src: Tensor,
-        src_mask: Tensor,
-        src_ext: Tensor | None = None,
-        n_oov: int | None = None,
-        src_grams: Tensor | None = None,
-        src_stats: Tensor | None = None,
-    ) -> EnsembleMemory:
-        args = (src, src_mask, src_ext, n_oov, src_grams, src_stats)
-        return EnsembleMemory(tuple(m.encode(*args) for m in self.members))
-
-    def init_state(self, memory: EnsembleMemory, src_mask: Tensor) -> EnsembleState:
-        return self._decoder.init(
-            [m.init_state(mem, src_mask) for m, mem in zip(self.members, memory.memories)]
-        )
-
-    def step(self, y_prev: Tensor, state: EnsembleState) -> tuple[Tensor, EnsembleState]:
-        """log (1/M) Σ_m P_m(w) over V + n_oov.  y_prev (B,) -> (B, V + n_oov), state"""
-        return self._decoder.step(y_prev, state)
-
-    def attention_coverage(self, state: EnsembleState) -> tuple[Tensor, Tensor]:
-        """The members' mean Σ_{t' ≤ t} a^{t'} and the source mask (``PointerGenerator.
-        attention_coverage``).  -> (B, S) float, (B, S) bool"""
-        covs = [PointerGenerator.attention_coverage(s) for s in state.states]
-        return torch.stack([c for c, _ in covs]).mean(0), covs[0][1]
 
     def oov_attention_coverage(self, state: EnsembleState) -> tuple[Tensor, Tensor]:
         """``attention_coverage`` with the mask of the source words outside the target
@@ -99,7 +62,7 @@ class PointerGeneratorEnsemble(nn.Module):
         first = state.states[0]
         return cov, mask & (first.src_ext >= self.V_size)
 
-    def forward(
+    def forward(  # type: ignore[override]
         self,
         src: Tensor,
         src_mask: Tensor,

@@ -1,7 +1,7 @@
 """``seqlab evaluate RUN --ensemble RUN …``: the runs decoded as one model (the linear pool
 of their distributions, seqlab.models.pointer_generator_ensemble). A pointer-generator run
 pooled with itself scores as the run alone; a run of another task is refused in one line
-naming it; a model type without an ensemble is refused."""
+naming it; a Transformer run pooled with itself scores as the run too."""
 
 import json
 
@@ -35,7 +35,7 @@ def test_a_run_pooled_with_itself_scores_as_the_run(trained_run, capsys):  # noq
     assert pooled["loss"] == pytest.approx(alone["loss"], abs=1e-5)  # the pooled NLL
 
 
-def test_runs_that_cannot_be_pooled_are_refused(trained_run, tmp_path, capsys):  # noqa: F811
+def test_runs_of_other_tasks_are_refused_and_transformers_pool(trained_run, tmp_path, capsys):  # noqa: F811
     run = trained_run / f"bench-{bench.PRESETS['plain']}"
     other = tmp_path / "algorithmic"
     preset = write_preset(tmp_path / "tiny.yaml", tiny(**{"train.max_steps": 2}))
@@ -44,5 +44,15 @@ def test_runs_that_cannot_be_pooled_are_refused(trained_run, tmp_path, capsys): 
     assert main(["evaluate", str(run), "--ensemble", str(other)]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and f"{other}: its task is AlgorithmicTask" in err[0]
-    assert main(["evaluate", str(other), "--ensemble", str(other)]) == 2
-    assert "no ensemble for a" in capsys.readouterr().err
+    # a Transformer run (here the algorithmic task's) pools too, and with itself is itself
+    assert main(["evaluate", str(other), "--json"]) == 0
+    alone = json.loads(capsys.readouterr().out)
+    assert main(["evaluate", str(other), "--ensemble", str(other), "--json"]) == 0
+    pooled = json.loads(capsys.readouterr().out)
+    assert pooled["exact_match"] == alone["exact_match"]
+    assert pooled["loss"] == pytest.approx(alone["loss"], abs=1e-5)
+
+
+def test_ensemble_refuses_compile(tmp_path, capsys):
+    assert main(["evaluate", str(tmp_path), "--ensemble", str(tmp_path), "--compile"]) == 2
+    assert "drop --compile" in capsys.readouterr().err
