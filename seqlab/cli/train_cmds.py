@@ -23,6 +23,7 @@ from typing import Any
 from seqlab.cli.translate_cmd import (
     add_search_arguments,
     decoding_precision,
+    load_run_or_ensemble,
     search_overrides,
     use_compiled_decoding,
 )
@@ -88,21 +89,11 @@ def format_table(rows: list[tuple[str, Any]]) -> str:
 
 
 def _cmd_evaluate(args: argparse.Namespace) -> int:
-    from seqlab import api
     from seqlab.decode.precision import quantized_nothing, resolve_decode_precision
 
     precision = decoding_precision(args)  # refused before the checkpoint is loaded
     resolved = resolve_decode_precision(args.precision, args.device)  # "auto" made concrete
-    if args.ensemble and getattr(args, "compile", False):
-        raise SeqlabError(
-            "evaluate: --compile compiles one Transformer's decoder step; an --ensemble is "
-            "decoded eagerly: drop --compile"
-        )
-    if args.ensemble:  # the runs decoded as one model: the linear pool of their P
-        paths = [args.path, *args.ensemble]
-        loaded = api.load_ensemble(paths, data_dir=_data_dir(args), device=args.device)
-    else:
-        loaded = api.load(args.path, data_dir=_data_dir(args), device=args.device)
+    loaded = load_run_or_ensemble(args, _data_dir(args))  # --ensemble: the runs pooled
     if args.src or args.ref:
         with precision:
             return _evaluate_files(loaded, args, resolved)
@@ -234,6 +225,7 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--ensemble",
         nargs="+",
+        action="extend",
         metavar="RUN",
         help="more runs decoded with RUN_OR_CHECKPOINT as one model (the mean of their "
         "probabilities; runs of one task, model type and vocabulary)",

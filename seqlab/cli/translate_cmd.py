@@ -1,6 +1,7 @@
 """``seqlab translate``: raw text in, detokenised translations out.
 
-    seqlab translate RUN_OR_CHECKPOINT [--beam K] [--nbest N] [--json] [SENTENCE ...]
+    seqlab translate RUN_OR_CHECKPOINT [--beam K] [--nbest N] [--json] [--ensemble RUN]…
+                     [SENTENCE ...]
     echo "Ein Hund läuft." | seqlab translate runs/multi30k-transformer
 
 Sentences come from the arguments, or else from standard input (one per line, decoded in
@@ -89,7 +90,6 @@ def plot_translation(t: Any, folder: Path, index: int) -> list[Path]:
 
 
 def _cmd_translate(args: argparse.Namespace, stdin: TextIO | None = None) -> int:
-    from seqlab import api
 
     if args.beam < 1 or not 1 <= args.nbest <= args.beam:
         raise SeqlabError(
@@ -97,7 +97,7 @@ def _cmd_translate(args: argparse.Namespace, stdin: TextIO | None = None) -> int
         )
     precision = decoding_precision(args)  # refused before the checkpoint is loaded
     data_dir = Path(args.data_dir) if args.data_dir else None
-    loaded = api.load(args.path, data_dir=data_dir, device=args.device)
+    loaded = load_run_or_ensemble(args, data_dir)
     translate = getattr(loaded.task, "translate_detailed", None)
     if translate is None:
         raise SeqlabError(
@@ -209,6 +209,23 @@ def search_overrides(args: argparse.Namespace) -> dict[str, Any]:
     return kw | {"test_compile": True if getattr(args, "compile", False) else None}
 
 
+def load_run_or_ensemble(args: argparse.Namespace, data_dir: Path | None) -> Any:
+    """``api.load(args.path)``, or with ``--ensemble RUN …`` the runs decoded as one model
+    (``api.load_ensemble``: the linear pool of their distributions). ``--compile`` compiles
+    one Transformer's step, so it is refused with an ensemble."""
+    from seqlab import api
+
+    ensemble = getattr(args, "ensemble", None) or []
+    if not ensemble:
+        return api.load(args.path, data_dir=data_dir, device=args.device)
+    if getattr(args, "compile", False):
+        raise SeqlabError(
+            "--compile compiles one Transformer's decoder step; an --ensemble is decoded "
+            "eagerly: drop --compile"
+        )
+    return api.load_ensemble([args.path, *ensemble], data_dir=data_dir, device=args.device)
+
+
 def use_compiled_decoding(loaded: Any) -> None:
     """``--compile`` on a loaded run: its test-time decoding goes through the compiled
     decoder step from now on (``task.test_compile``); a task without it is refused."""
@@ -234,4 +251,11 @@ def add_command(sub: argparse._SubParsersAction) -> None:
     add_search_arguments(p)
     p.add_argument("--data-dir", help="data folder (default ../shared/data)")
     p.add_argument("--device", default="cpu")
+    p.add_argument(
+        "--ensemble",
+        action="append",
+        metavar="RUN",
+        help="another run decoded with RUN_OR_CHECKPOINT as one model (the mean of their "
+        "probabilities); repeat it for more runs",
+    )
     p.set_defaults(func=_cmd_translate)

@@ -455,6 +455,27 @@ def test_cli_translate_args_stdin_nbest_json(checkpoint, prepared, trained, caps
     assert "--nbest" in capsys.readouterr().err
 
 
+def test_cli_ensemble_of_a_checkpoint_with_itself_translates_and_scores_as_it(
+    checkpoint, prepared, trained, capsys
+):
+    """``--ensemble``: the pool of two equal distributions is the distribution, so the same
+    translations and BLEU; the pool reports no attention (null in --json)."""
+    from seqlab.cli.main import main
+
+    sentences = ["der hund läuft.", "ein kind und eine katze."]
+    expected = prepared.translate(trained[0], sentences, beam=2)
+    pooled = ["translate", str(checkpoint), "--ensemble", str(checkpoint), "--beam", "2"]
+    assert main([*pooled, *sentences]) == 0
+    assert capsys.readouterr().out.splitlines() == expected
+    assert main([*pooled, "--json", sentences[0]]) == 0
+    assert json.loads(capsys.readouterr().out)["attention"] is None
+    assert main(["evaluate", str(checkpoint), "--json"]) == 0
+    alone = json.loads(capsys.readouterr().out)
+    assert main(["evaluate", str(checkpoint), "--ensemble", str(checkpoint), "--json"]) == 0
+    both = json.loads(capsys.readouterr().out)
+    assert both["bleu"] == alone["bleu"] and both["loss"] == pytest.approx(alone["loss"], abs=1e-5)
+
+
 def test_cli_translate_plot_writes_one_heatmap_per_attention_record(checkpoint, tmp_path, capsys):
     from seqlab.cli.main import main
 
