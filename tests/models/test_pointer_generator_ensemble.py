@@ -140,29 +140,42 @@ def test_members_with_other_vocabularies_are_refused():
         EnsembleDecoder([])
 
 
-def _loaded(model, vocab="v1", kwargs=None, task_type="copy"):
-    task_cls = type(task_type, (), {})
-    task = task_cls()
-    task.tokenizer_state = lambda: {"tgt": vocab}
-    task.model_kwargs = lambda: kwargs or {"src_vocab": 9}
-    return SimpleNamespace(model=model, task=task)
+class FakeTask:
+    """What ``check_members`` reads of a loaded run's task."""
+
+    def __init__(self, vocab: str = "v1", kwargs: dict | None = None) -> None:
+        self.vocab, self.kwargs = vocab, kwargs or {"src_vocab": 9}
+
+    def tokenizer_state(self) -> dict:
+        return {"tgt": self.vocab}
+
+    def model_kwargs(self) -> dict:
+        return self.kwargs
+
+
+class OtherTask(FakeTask):
+    pass
+
+
+def _loaded(model, task=None):
+    return SimpleNamespace(model=model, task=task or FakeTask())
 
 
 def test_loading_refuses_runs_that_cannot_be_pooled():
     m0, m1 = member(0), member(1)
-    ok = [_loaded(m0), _loaded(m1)]
-    ok[1].task.__class__ = ok[0].task.__class__
-    assert isinstance(ensemble_of(["a", "b"], ok), PointerGeneratorEnsemble)
-    other_vocab = [ok[0], _loaded(m1, vocab="v2")]
-    other_vocab[1].task.__class__ = ok[0].task.__class__
-    with pytest.raises(ConfigError, match="b: its vocabularies differ from a's"):
-        check_members(["a", "b"], other_vocab)
-    other_inputs = [ok[0], _loaded(m1, kwargs={"src_vocab": 9, "src_gram_buckets": 4})]
-    other_inputs[1].task.__class__ = ok[0].task.__class__
-    with pytest.raises(ConfigError, match="b: its model reads other inputs"):
-        check_members(["a", "b"], other_inputs)
-    with pytest.raises(ConfigError, match="b: its task is other, a's copy"):
-        check_members(["a", "b"], [ok[0], _loaded(m1, task_type="other")])
+    first = _loaded(m0)
+    assert isinstance(ensemble_of(["a", "b"], [first, _loaded(m1)]), PointerGeneratorEnsemble)
+    cases = {
+        "b: its vocabularies differ from a's": _loaded(m1, FakeTask(vocab="v2")),
+        "b: its model reads other inputs": _loaded(
+            m1, FakeTask(kwargs={"src_vocab": 9, "src_gram_buckets": 4})
+        ),
+        "b: its task is OtherTask, a's FakeTask": _loaded(m1, OtherTask()),
+        "b: its model is a Linear, a's a PointerGenerator": _loaded(torch.nn.Linear(2, 2)),
+    }
+    for message, second in cases.items():
+        with pytest.raises(ConfigError, match=message):
+            check_members(["a", "b"], [first, second])
     with pytest.raises(ConfigError, match="no ensemble for a Linear"):
         ensemble_of(["a"], [_loaded(torch.nn.Linear(2, 2))])
 
