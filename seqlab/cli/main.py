@@ -16,6 +16,7 @@ from typing import NoReturn
 from seqlab import __version__
 from seqlab.cli import (
     check_cmd,
+    distill_cmd,
     embed_cmds,
     lm_cmds,
     predict_cmd,
@@ -92,6 +93,7 @@ def build_parser() -> argparse.ArgumentParser:
     compare_cmds.add_commands(sub)
     train_cmds.add_commands(sub)
     translate_cmd.add_command(sub)
+    distill_cmd.add_command(sub)
     check_cmd.add_command(sub)
     lm_cmds.add_commands(sub)
     predict_cmd.add_command(sub)

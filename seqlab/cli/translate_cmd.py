@@ -251,11 +251,17 @@ def add_command(sub: argparse._SubParsersAction) -> None:
     add_search_arguments(p)
     p.add_argument("--data-dir", help="data folder (default ../shared/data)")
     p.add_argument("--device", default="cpu")
+    add_ensemble_option(p, "RUN_OR_CHECKPOINT")
+    p.set_defaults(func=_cmd_translate)
+
+
+def add_ensemble_option(p: argparse.ArgumentParser, first: str) -> None:
+    """``--ensemble RUN``, repeatable: more runs pooled with the first as one model
+    (``load_run_or_ensemble``)."""
     p.add_argument(
         "--ensemble",
         action="append",
         metavar="RUN",
-        help="another run decoded with RUN_OR_CHECKPOINT as one model (the mean of their "
+        help=f"another run decoded with {first} as one model (the mean of their "
         "probabilities); repeat it for more runs",
     )
-    p.set_defaults(func=_cmd_translate)

@@ -59,6 +59,7 @@ from seqlab.errors import DataError, SeqlabError
 from seqlab.eval.bleu import corpus_bleu, corpus_chrf
 from seqlab.registry import TASKS
 from seqlab.tasks.base import LossOutput, Task
+from seqlab.tasks.copy_distill import read_distilled
 from seqlab.tasks.copy_losses import copy_switch_loss, copy_token_weights
 from seqlab.tasks.copy_translation_config import CopyTranslationConfig
 from seqlab.tasks.copy_translation_decode import (
@@ -147,6 +148,8 @@ class CopyTranslationTask(Task):
         self.refs: dict[str, list[str]] = {}
         for split, (src_path, tgt_path) in self._paths().items():
             pairs = read_parallel(src_path, tgt_path)
+            if split == "train":
+                n_raw_train = len(pairs)  # a distill_tgt file has one line per raw pair
             if split == "train" and cfg.max_train_examples is not None:
                 pairs = pairs[: cfg.max_train_examples]
             self.words[split] = ([tokenize(s) for s, _ in pairs], [tokenize(t) for _, t in pairs])
@@ -170,6 +173,11 @@ class CopyTranslationTask(Task):
             self.src_vocab = Vocab.build(src, cfg.src_min_freq, cfg.src_vocab_size)
             self.tgt_vocab = Vocab.build(tgt, 1, cfg.tgt_vocab_size)
             self.stats = WordStats.build(src, tgt) if cfg.src_word_stats else None
+        if cfg.distill_tgt is not None:  # after the vocabularies: they stay the references'
+            src = self.words["train"][0]
+            tgt = read_distilled(cfg.distill_tgt, n_raw_train, tokenize)[: len(src)]
+            self.words["train"] = (src, tgt)
+            self.refs["train"] = [detokenize(t) for t in tgt]
         self._filter_train()
         self.grams = (
             GramSpec(cfg.char_ngram_min, cfg.char_ngram_max, cfg.src_char_ngrams)

@@ -52,6 +52,13 @@ class CopyTranslationConfig:
     vocabulary word of id ≥ ``copy_dropout_min_id`` that the source spells the same way is
     relabelled, with probability q, as an OOV of that pair, so it must be copied
     (seqlab.data.copy_dropout; drawn once from the run's seed); 0 (default) = off.
+
+    ``distill_tgt``: a file with one line per raw training pair (``seqlab distill`` writes
+    it from a teacher run or ensemble): each line replaces that pair's reference as the
+    training target, after the vocabularies are built from the references, so the student
+    shares its teacher's vocabularies (sequence-level knowledge distillation, Kim & Rush
+    2016; seqlab.tasks.copy_distill). The ``train`` split is then the distilled one;
+    valid and test keep their references. None (default) = the references.
     """
 
     src_lang: str = "de"
@@ -91,6 +98,7 @@ class CopyTranslationConfig:
     copy_dropout: float = 0.0
     copy_dropout_min_id: int = 250
     coverage_penalty_words: Literal["all", "oov"] = "all"
+    distill_tgt: str | None = None
 
     def __post_init__(self) -> None:
         paths = [self.train_src, self.train_tgt, self.valid_src, self.valid_tgt]
