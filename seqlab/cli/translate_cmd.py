@@ -10,7 +10,9 @@ chunks so output streams). Output, one line per input: the best translation; wit
 log P / lp); with ``--json``, one JSON object per input: ``source``, ``hypotheses``,
 ``scores``, ``log_probs``, ``source_pieces``, ``target_pieces`` and ``attention`` (name →
 nested lists, layer × head × target × source, for the best hypothesis; null when the
-model exposes none). The checkpoint is loaded with ``seqlab.load`` (its config and
+model exposes none). A pointer-generator (copy_translation) run translates to text only:
+one line per input, and ``--nbest``, ``--json`` and ``--plot`` are refused. The checkpoint
+is loaded with ``seqlab.load`` (its config and
 tokenizer travel inside it). :func:`print_file_scores` prints ``evaluate_files`` results.
 """
 
@@ -99,6 +101,8 @@ def _cmd_translate(args: argparse.Namespace, stdin: TextIO | None = None) -> int
     data_dir = Path(args.data_dir) if args.data_dir else None
     loaded = load_run_or_ensemble(args, data_dir)
     translate = getattr(loaded.task, "translate_detailed", None)
+    if translate is None and hasattr(loaded.task, "translate"):
+        return _translate_text_only(args, loaded, precision, stdin)
     if translate is None:
         raise SeqlabError(
             f"{loaded.checkpoint}: task '{loaded.config.task}' does not translate "
@@ -130,6 +134,34 @@ def _cmd_translate(args: argparse.Namespace, stdin: TextIO | None = None) -> int
                         out.write(f"{offset + i}\t{h.score:.4f}\t{h.text}\n")
             out.flush()
             offset += len(chunk)
+    return 0
+
+
+def _translate_text_only(
+    args: argparse.Namespace, loaded: Any, precision: Any, stdin: TextIO | None
+) -> int:
+    """A task whose ``translate`` returns text only (copy_translation: the
+    pointer-generator): one line per input; ``--coverage-penalty`` sets the task's β.
+    ``--nbest``, ``--json`` and ``--plot`` need per-hypothesis records it does not give."""
+    name = loaded.config.task
+    for flag, given in (("--json", args.json), ("--plot", args.plot), ("--nbest", args.nbest > 1)):
+        if given:
+            raise SeqlabError(
+                f"{flag}: task '{name}' translates to text only; drop {flag} (for p_gen, "
+                "attention and coverage per step: seqlab inspect trace RUN SENTENCE --png)"
+            )
+    if getattr(args, "compile", False):
+        raise SeqlabError(f"--compile: task '{name}' has no compiled decoding; drop --compile")
+    search = search_overrides(args)
+    search.pop("test_compile", None)
+    beta = search.pop("coverage_penalty", None)
+    if beta is not None:
+        loaded.task.cfg = dataclasses.replace(loaded.task.cfg, coverage_penalty=beta)
+    with precision:
+        for chunk in _chunks(args, stdin if stdin is not None else sys.stdin):
+            for text in loaded.task.translate(loaded.model, chunk, beam=args.beam, **search):
+                sys.stdout.write(text + "\n")
+            sys.stdout.flush()
     return 0
 
 
