@@ -59,6 +59,8 @@ class CopyTranslationConfig:
     shares its teacher's vocabularies (sequence-level knowledge distillation, Kim & Rush
     2016; seqlab.tasks.copy_distill). The ``train`` split is then the distilled one;
     valid and test keep their references. None (default) = the references.
+    ``distill_with_refs``: train on both, each source twice, once with its distilled
+    target and once with its reference (2N pairs); false (default) = the distilled only.
     """
 
     src_lang: str = "de"
@@ -99,6 +101,7 @@ class CopyTranslationConfig:
     copy_dropout_min_id: int = 250
     coverage_penalty_words: Literal["all", "oov"] = "all"
     distill_tgt: str | None = None
+    distill_with_refs: bool = False
 
     def __post_init__(self) -> None:
         paths = [self.train_src, self.train_tgt, self.valid_src, self.valid_tgt]
@@ -146,7 +149,15 @@ class CopyTranslationConfig:
                 raise ValueError(f"task.{name} must be >= 0 (0 = all)")
         if self.max_train_examples is not None and self.max_train_examples < 1:
             raise ValueError("task.max_train_examples must be >= 1 or null")
-        for name in ("block_unk", "replace_unk", "unk_to_copy", "src_word_stats"):
+        if self.distill_with_refs and self.distill_tgt is None:
+            raise ValueError("task.distill_with_refs needs task.distill_tgt (the distilled file)")
+        for name in (
+            "block_unk",
+            "replace_unk",
+            "unk_to_copy",
+            "src_word_stats",
+            "distill_with_refs",
+        ):
             if not isinstance(getattr(self, name), bool):
                 raise ValueError(f"task.{name} must be true or false, got {getattr(self, name)!r}")
         if self.src_char_ngrams < 0:

@@ -68,6 +68,14 @@ def test_student_keeps_the_reference_vocabularies_and_copies_as_a_reference(file
     # max_train_examples cuts the file as it cuts the training pairs
     cut = _task(files, distill_tgt=str(path), max_train_examples=5)
     assert cut.words["train"][1] == student.words["train"][1][:5]
+    # with the references too: each source twice, distilled first, then its reference
+    both = _task(files, distill_tgt=str(path), distill_with_refs=True)
+    assert both.tokenizer_state() == teacher.tokenizer_state()
+    assert both.words["train"][0] == teacher.words["train"][0] * 2
+    assert both.words["train"][1] == student.words["train"][1] + teacher.words["train"][1]
+    assert both.examples["train"][n:] == teacher.examples["train"]
+    with pytest.raises(ValueError, match="distill_with_refs needs task.distill_tgt"):
+        _task(files, distill_with_refs=True)
     path.write_text("a man runs .\n", encoding="utf-8")
     with pytest.raises(DataError, match=f"has 1 lines but the training split has {n} pairs"):
         _task(files, distill_tgt=str(path))
