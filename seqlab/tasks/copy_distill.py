@@ -36,7 +36,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from seqlab.data.oov import extended_to_words, make_copy_example
+from seqlab.data.oov import extended_to_words
 from seqlab.data.readers import read_parallel
 from seqlab.data.vocab import UNK
 from seqlab.errors import DataError, SeqlabError
@@ -96,7 +96,7 @@ def distill_lines(
     in file order; ``<unk>`` where the teacher emits it (module docstring). ``search``:
     max_len_a, max_len_b, length_penalty (default: the run's); the run's
     ``coverage_penalty`` applies. ``progress(done, total)`` is called after each chunk."""
-    from seqlab.tasks.copy_translation import CopyTranslationTask, tokenize
+    from seqlab.tasks.copy_translation import CopyTranslationTask
 
     if not isinstance(task, CopyTranslationTask):
         raise SeqlabError(
@@ -104,7 +104,7 @@ def distill_lines(
             "copy_translation runs (the pointer-generator) only"
         )
     src_path, tgt_path = task._paths()["train"]
-    sources = [tokenize(s) for s, _ in read_parallel(src_path, tgt_path)]
+    sources = [s for s, _ in read_parallel(src_path, tgt_path)]
     settings = task._settings(beam, **search)
     cfg = task.cfg
     was_training = model.training
@@ -112,10 +112,7 @@ def distill_lines(
     lines: list[str] = []
     try:
         for start in range(0, len(sources), CHUNK):
-            examples = [
-                make_copy_example(s, [], task.src_vocab, task.tgt_vocab, task.grams, task.stats)
-                for s in sources[start : start + CHUNK]
-            ]
+            examples = task._examples_of(sources[start : start + CHUNK])
             decoded = decode_copy(
                 model,
                 examples,

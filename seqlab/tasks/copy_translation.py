@@ -174,14 +174,13 @@ class CopyTranslationTask(Task):
             self.tgt_vocab = Vocab.build(tgt, 1, cfg.tgt_vocab_size)
             self.stats = WordStats.build(src, tgt) if cfg.src_word_stats else None
         if cfg.distill_tgt is not None:  # after the vocabularies: they stay the references'
-            src = self.words["train"][0]
+            (src, refs), ref_text = self.words["train"], self.refs["train"]
             tgt = read_distilled(cfg.distill_tgt, n_raw_train, tokenize)[: len(src)]
-            refs, ref_text = self.words["train"][1], self.refs["train"]
             self.words["train"] = (src, tgt)
             self.refs["train"] = [detokenize(t) for t in tgt]
             if cfg.distill_with_refs:  # both: the N distilled pairs, then the N references
                 self.words["train"] = (src + src, tgt + refs)
-                self.refs["train"] = self.refs["train"] + ref_text
+                self.refs["train"] += ref_text
         self._filter_train()
         self.grams = (
             GramSpec(cfg.char_ngram_min, cfg.char_ngram_max, cfg.src_char_ngrams)
