@@ -23,10 +23,13 @@ from seqlab.tasks.translation_eval import SearchSettings, decode_ids
 V = 40
 
 
-def _model(tgt_vocab: int = V) -> TransformerSeq2Seq:
+def _model(tgt_vocab: int = V, layers: int = 2) -> TransformerSeq2Seq:
+    """Two layers where a test could miss a mix-up between layers' caches or weights; one
+    where the property is the same in every layer (each layer roughly doubles the seconds
+    spent compiling: 14 against 9 s a graph on the test machine)."""
     torch.manual_seed(0)
     cfg = TransformerConfig(
-        d_model=32, n_heads=4, d_ff=64, encoder_layers=2, decoder_layers=2, dropout=0.0
+        d_model=32, n_heads=4, d_ff=64, encoder_layers=layers, decoder_layers=layers, dropout=0.0
     )
     return TransformerSeq2Seq(cfg, src_vocab=V, tgt_vocab=tgt_vocab, pad_id=PAD_ID).eval()
 
@@ -61,8 +64,9 @@ def test_compiled_decoding_equals_eager():
 def test_log_prob_step_is_the_log_softmax_of_the_step():
     # The searches take log p from the compiled graph (``log_prob_step``, log_softmax fused
     # there; perf-notes-amx.md §50): it must be step_log_probs of the compiled logits, and
-    # the eager form (log_probs_in_graph False) the same values exactly.
-    model = _model()
+    # the eager form (log_probs_in_graph False) the same values exactly. The log_softmax
+    # follows the last layer only: one layer.
+    model = _model(layers=1)
     src = torch.tensor(_sources(4)[0])[None].repeat(3, 1)  # (3, S)
     mask = torch.ones_like(src, dtype=torch.bool)
     torch._dynamo.reset()
@@ -91,10 +95,12 @@ def test_beam_search_selects_inside_the_compiled_graph(monkeypatch):
     # §54: from t = 2 on the compiled step returns the 2K best extensions, not log p, with
     # EOS banned in the graph for t <= min_len; the same results as selecting eagerly on
     # the compiled step's log p. A 300-token target vocabulary, so that the chunk-maxima
-    # path of top_extensions runs in the graph (K·V = 1,200 >= 4·2K·32).
-    model = _model(tgt_vocab=300)
+    # path of top_extensions runs in the graph (K·V = 1,200 >= 4·2K·32). Both searches
+    # run the one compiled model step, so one layer (the layers' plumbing is
+    # test_compiled_decoding_equals_eager's).
+    model = _model(tgt_vocab=300, layers=1)
     with torch.no_grad():  # EOS likelier, so that banning it (min_len) changes the search
-        model.tgt_embed.weight[EOS_ID].mul_(2.5)
+        model.tgt_embed.weight[EOS_ID].mul_(6.0)
     sources = _sources(6)
     width = max(map(len, sources))
     src = torch.tensor([ids + [PAD_ID] * (width - len(ids)) for ids in sources])  # (6, S)
@@ -122,8 +128,15 @@ def test_beam_search_selects_inside_the_compiled_graph(monkeypatch):
     assert torch.equal(fused.tokens, eager.tokens)
     assert torch.equal(fused.lengths, eager.lengths)
     torch.testing.assert_close(fused.scores, eager.scores, rtol=0, atol=1e-5)
-    # With the EOS row weighed 2.5×, eager beam search with min_len 1 ends every 1-best
-    # at t = 2: banned up to t = 3 (in the graph for t = 2, 3), none ends so soon.
+    # With the EOS row weighed 6×, the uncompiled model's beam search with min_len 1 ends
+    # some 1-bests at t = 2 (two of the six); banned up to t = 3 (in the graph for
+    # t = 2, 3), none ends so soon.
+    with torch.no_grad():
+        state = model.init_state(model.encode(src, mask), mask)
+        unbanned = beam_module.beam_search(
+            model, state, 6, BOS_ID, EOS_ID, 9, 4, n_best=2, alpha=0.6, min_len=1
+        )
+    assert bool((unbanned.lengths[:, 0] <= min_len).any())
     assert not bool((fused.lengths <= min_len).any())
     assert len({tuple(row) for row in fused.tokens[:, 0].tolist()}) >= 3
 
