@@ -6,10 +6,11 @@ other settings held. This loads each run once (the checkpoint ``benchmarks/point
 scores: the best validation BLEU if it beats the last, else the last), and for every value
 of ``--grid KEY=V1,V2,…`` applies ``--set`` and ``KEY=V`` to its saved config and evaluates
 every split of ``--splits``. The valid split is decoded whole, with the test beam
-(``task.valid_beam`` = ``task.test_beam``, ``task.valid_bleu_sentences=0``), so the two
-splits are decoded alike. With ``--ensemble`` the runs are decoded as one model, the linear
-pool of their distributions (``api.load_ensemble``; each member at its own scoring
-checkpoint), and the table has one column, the ensemble's. It prints one table (per run
+(``task.valid_beam`` = ``task.test_beam``, ``task.valid_bleu_sentences=0``; with ``--grid
+task.test_beam=…`` each value's beam), so the two splits are decoded alike. With
+``--ensemble`` the runs are decoded as one model, the linear pool of their distributions
+(``api.load_ensemble``; each member at its own scoring checkpoint), and the table has one
+column, the ensemble's. It prints one table (per run
 and the mean over runs: lc BLEU, chrF, copied / copyable OOV words, repeated trigrams) and
 writes it as markdown to ``--out``; it trains nothing and changes no run.
 
@@ -90,11 +91,14 @@ def sweep(
     ``ensemble``)."""
     table: dict[tuple[str, str], list[dict[str, float]]] = {}
     for name, loaded in load_models(runs, data_dir, ensemble):
-        beam = loaded.config.task_cfg.test_beam
-        base = [f"task.valid_beam={beam}", "task.valid_bleu_sentences=0", *fixed]
+        saved = loaded.config.to_dict()
         for value in values:
+            chosen = [*fixed, f"{key}={value}"]
+            # valid with this value's test beam (a grid over task.test_beam moves both)
+            beam = api.resolve_config(saved, chosen).task_cfg.test_beam
+            base = [f"task.valid_beam={beam}", "task.valid_bleu_sentences=0"]
             for split in splits:
-                m = score(loaded, [*base, f"{key}={value}"], split)
+                m = score(loaded, [*base, *chosen], split)
                 table.setdefault((split, value), []).append(m)
                 print(f"{name} {split} {key}={value}: " + fmt_row(m), flush=True)
     return table

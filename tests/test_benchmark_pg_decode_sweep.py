@@ -70,3 +70,27 @@ def test_ensemble_of_a_run_with_itself_scores_as_the_run(trained_run, tmp_path):
     m = alone.evaluate("test")
     copies = round(m["oov_copy"] * m["oov_copyable"] / 100.0)
     assert cells[2] == f"{m['bleu_lc']:.2f}" and cells[3] == f"{copies} / {m['oov_copyable']:.0f}"
+
+
+def test_a_grid_over_the_test_beam_decodes_valid_with_each_beam(
+    trained_run,  # noqa: F811
+    monkeypatch,
+):
+    """Valid is decoded with the test beam; when the grid is the test beam itself, each
+    value's (it was the saved test beam for every value: the valid cells were all beam 4's)."""
+    run = trained_run / f"bench-{bench.PRESETS['plain']}"
+    beams, score = [], sweep.score
+
+    def recording(loaded, overrides, split):
+        m = score(loaded, overrides, split)
+        cfg = loaded.task.cfg
+        beams.append((split, cfg.valid_beam if split == "valid" else cfg.test_beam))
+        return m
+
+    monkeypatch.setattr(sweep, "score", recording)
+    sweep.main([str(run), "--grid", "task.test_beam=1,3", "--splits", "valid,test"])
+    assert beams == [("valid", 1), ("test", 1), ("valid", 3), ("test", 3)]
+    beams.clear()  # a held --set task.test_beam moves valid too; other grids keep it
+    sweep.main([str(run), "--grid", "task.unk_to_copy=true", "--set", "task.test_beam=3",
+                "--splits", "valid"])  # fmt: skip
+    assert beams == [("valid", 3)]
