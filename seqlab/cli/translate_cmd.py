@@ -56,11 +56,12 @@ def _nested(x: Tensor) -> Any:
 
 
 def translation_record(t: Any) -> dict[str, Any]:
-    """A ``Translation`` as a JSON-serialisable dict (attention as nested lists)."""
+    """A ``Translation`` as a JSON-serialisable dict (attention as nested lists; for a
+    pointer-generator also ``p_gen`` and ``copied`` per target piece)."""
     attention = None
     if t.attention is not None:
         attention = {name: _nested(a) for name, a in t.attention.items()}
-    return {
+    record = {
         "source": t.source,
         "hypotheses": [h.text for h in t.hypotheses],
         "scores": [round(h.score, 6) for h in t.hypotheses],
@@ -69,6 +70,10 @@ def translation_record(t: Any) -> dict[str, Any]:
         "target_pieces": t.target_pieces,
         "attention": attention,
     }
+    if t.p_gen is not None:  # a pointer-generator's switch and copies, per target piece
+        record["p_gen"] = _nested(t.p_gen)
+        record["copied"] = t.copied
+    return record
 
 
 def plot_translation(t: Any, folder: Path, index: int) -> list[Path]:
@@ -101,8 +106,8 @@ def _cmd_translate(args: argparse.Namespace, stdin: TextIO | None = None) -> int
     data_dir = Path(args.data_dir) if args.data_dir else None
     loaded = load_run_or_ensemble(args, data_dir)
     translate = getattr(loaded.task, "translate_detailed", None)
-    if translate is None and hasattr(loaded.task, "translate"):
-        return _translate_text_only(args, loaded, precision, stdin)
+    if loaded.config.task == "copy_translation":  # the pointer-generator: refused up front
+        _refuse_for_pointer_generator(args)
     if translate is None:
         raise SeqlabError(
             f"{loaded.checkpoint}: task '{loaded.config.task}' does not translate "
@@ -137,32 +142,17 @@ def _cmd_translate(args: argparse.Namespace, stdin: TextIO | None = None) -> int
     return 0
 
 
-def _translate_text_only(
-    args: argparse.Namespace, loaded: Any, precision: Any, stdin: TextIO | None
-) -> int:
-    """A task whose ``translate`` returns text only (copy_translation: the
-    pointer-generator): one line per input; ``--coverage-penalty`` sets the task's β.
-    ``--nbest``, ``--json`` and ``--plot`` need per-hypothesis records it does not give."""
-    name = loaded.config.task
-    for flag, given in (("--json", args.json), ("--plot", args.plot), ("--nbest", args.nbest > 1)):
-        if given:
-            raise SeqlabError(
-                f"{flag}: task '{name}' translates to text only; drop {flag} (for p_gen, "
-                "attention and coverage per step: seqlab inspect trace RUN SENTENCE --png)"
-            )
+def _refuse_for_pointer_generator(args: argparse.Namespace) -> None:
+    """The flags a pointer-generator run cannot honour, refused in one line each: its search
+    keeps one hypothesis (``--nbest``) and it has no compiled step (``--compile``)."""
+    if args.nbest > 1:
+        raise SeqlabError(
+            "--nbest: task 'copy_translation' keeps the best hypothesis only; drop --nbest"
+        )
     if getattr(args, "compile", False):
-        raise SeqlabError(f"--compile: task '{name}' has no compiled decoding; drop --compile")
-    search = search_overrides(args)
-    search.pop("test_compile", None)
-    beta = search.pop("coverage_penalty", None)
-    if beta is not None:
-        loaded.task.cfg = dataclasses.replace(loaded.task.cfg, coverage_penalty=beta)
-    with precision:
-        for chunk in _chunks(args, stdin if stdin is not None else sys.stdin):
-            for text in loaded.task.translate(loaded.model, chunk, beam=args.beam, **search):
-                sys.stdout.write(text + "\n")
-            sys.stdout.flush()
-    return 0
+        raise SeqlabError(
+            "--compile: task 'copy_translation' has no compiled decoding; drop --compile"
+        )
 
 
 def print_file_scores(result: dict[str, Any], as_json: bool = False) -> None:

@@ -49,7 +49,13 @@ from seqlab.tasks.translation_eval import coverage_of
 STATIC = Path(__file__).parent / "static"
 
 # task name → the one POST endpoint that serves it
-ENDPOINTS = {"translation": "translate", "lm": "generate", "classify": "predict", "tag": "predict"}
+ENDPOINTS = {
+    "translation": "translate",
+    "copy_translation": "translate",  # the pointer-generator: one hypothesis, p_gen per word
+    "lm": "generate",
+    "classify": "predict",
+    "tag": "predict",
+}
 
 
 class ServeError(Exception):
@@ -295,6 +301,13 @@ def create_app(loaded: Any, limits: Limits | None = None, precision: str = "fp32
 
         @app.post("/translate")
         async def translate(body: models.Translate) -> dict[str, Any]:
+            if body.nbest > 1 and server.task == "copy_translation":
+                raise ServeError(
+                    422,
+                    f"nbest: {body.nbest} asked, but a pointer-generator (copy_translation) "
+                    "keeps its best hypothesis only: send nbest 1",
+                    "nbest",
+                )
             if body.coverage_penalty and body.beam > 1:
                 try:
                     coverage_of(server.loaded.model, body.coverage_penalty)

@@ -64,10 +64,11 @@ from seqlab.tasks.copy_losses import copy_switch_loss, copy_token_weights
 from seqlab.tasks.copy_translation_config import CopyTranslationConfig
 from seqlab.tasks.copy_translation_decode import (
     decode_copy,
+    decode_copy_detailed,
     model_device,
     replace_unk_by_attention,
 )
-from seqlab.tasks.translation_eval import SearchSettings
+from seqlab.tasks.translation_eval import Hypothesis, SearchSettings, Translation
 
 __all__ = [
     "CopyTranslationConfig",
@@ -122,7 +123,7 @@ class CopyTranslationTask(Task):
     """Word-level translation with a small target vocabulary: OOVs must be copied."""
 
     pad_id = PAD_ID
-    inference_methods = ("translate", "explain")
+    inference_methods = ("translate", "translate_detailed", "explain")
 
     # ------------------------------------------------------------------ data
 
@@ -330,20 +331,28 @@ class CopyTranslationTask(Task):
         )
 
     def _decode(
-        self, model: nn.Module, examples: Sequence[CopyExample], settings: SearchSettings
-    ) -> list[tuple[list[int], float]]:
-        """``decode_copy`` with the config's ``block_unk`` / ``replace_unk`` /
-        ``unk_to_copy`` / ``coverage_penalty``."""
+        self,
+        model: nn.Module,
+        examples: Sequence[CopyExample],
+        settings: SearchSettings,
+        coverage_penalty: float | None = None,
+        detailed: bool = False,
+    ) -> Any:
+        """``decode_copy`` (``decode_copy_detailed`` with ``detailed``) with the config's
+        ``block_unk`` / ``replace_unk`` / ``unk_to_copy`` / ``coverage_penalty`` (β given
+        and not None wins)."""
         cfg = self.cfg
         to_copy = len(self.tgt_vocab) if cfg.unk_to_copy else None
-        return decode_copy(
+        beta = cfg.coverage_penalty if coverage_penalty is None else coverage_penalty
+        decode = decode_copy_detailed if detailed else decode_copy
+        return decode(
             model,
             examples,
             settings,
             cfg.block_unk,
             cfg.replace_unk,
             to_copy,
-            cfg.coverage_penalty,
+            beta,
             cfg.coverage_penalty_words,
         )
 
@@ -413,18 +422,65 @@ class CopyTranslationTask(Task):
     ) -> list[str]:
         """Raw source sentences → lowercase detokenised translations (copied OOVs
         included; ``block_unk`` / ``replace_unk`` as configured); ``search``: max_len_a,
-        max_len_b, length_penalty."""
+        max_len_b, length_penalty, coverage_penalty (None: the config's)."""
+        return [t.text for t in self.translate_detailed(model, sentences, beam, **search)]
+
+    @torch.no_grad()
+    def translate_detailed(
+        self,
+        model: nn.Module,
+        sentences: list[str],
+        beam: int = 4,
+        nbest: int = 1,
+        max_len_a: float | None = None,
+        max_len_b: int | None = None,
+        length_penalty: float | None = None,
+        return_attention: bool = False,
+        coverage_penalty: float | None = None,
+        test_compile: bool | None = None,
+    ) -> list[Translation]:
+        """Raw sentences → ``Translation`` records, as ``TranslationTask.translate_detailed``
+        (what ``seqlab translate --json/--plot`` and ``seqlab serve`` read): one hypothesis
+        (the search keeps the best only: ``nbest`` > 1 is refused, as is ``test_compile``),
+        its score and log P (``CopyDecoded``). With ``return_attention`` the pieces are the
+        source words + ``</s>`` (columns) and the output words + ``</s>`` (rows), the
+        attention is ``{"cross": a (T, S)}``, ``p_gen`` (T,) the switch at each step and
+        ``copied`` (T,) whether the word is outside the target vocabulary, so that only a
+        copy could produce it. A search setting left None is the task config's."""
+        if isinstance(sentences, str):
+            raise TypeError("pass a list of sentences, e.g. [text]")
+        if nbest != 1:
+            raise SeqlabError(
+                f"nbest {nbest}: the pointer-generator's search returns its best "
+                "hypothesis only; ask for nbest 1"
+            )
+        if test_compile:
+            raise SeqlabError(
+                "task 'copy_translation' has no compiled decoding; decode without compiling"
+            )
+        search = dict(max_len_a=max_len_a, max_len_b=max_len_b, length_penalty=length_penalty)
         examples = self._examples_of(sentences)
         was_training = model.training
         model.eval()
         try:
-            decoded = self._decode(model, examples, self._settings(beam, **search))
+            decoded = self._decode(
+                model, examples, self._settings(beam, **search), coverage_penalty, detailed=True
+            )
         finally:
             model.train(was_training)
-        return [
-            detokenize(extended_to_words(ids, self.tgt_vocab, e.oovs))
-            for (ids, _), e in zip(decoded, examples)
-        ]
+        out = []
+        V = len(self.tgt_vocab)
+        for sentence, e, d in zip(sentences, examples, decoded):
+            words = extended_to_words(d.ids, self.tgt_vocab, e.oovs)
+            t = Translation(sentence, [Hypothesis(detokenize(words), d.ids, d.score, d.log_prob)])
+            if return_attention:
+                t.source_pieces = [*tokenize(sentence), "</s>"]
+                t.target_pieces = [*words, "</s>"]
+                t.attention = {"cross": d.attention}  # (T, S)
+                t.p_gen = d.p_gen  # (T,)
+                t.copied = [i >= V for i in d.ids] + [False]  # (T,): </s> is generated
+            out.append(t)
+        return out
 
     @torch.no_grad()
     def explain(self, model: nn.Module, sentence: str, beam: int = 1) -> dict[str, Any]:

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import torch
@@ -39,8 +40,10 @@ from seqlab.tasks.translation_eval import SearchSettings, batch_limits, plan_bat
 
 __all__ = [
     "UnkBlockedDecoder",
+    "CopyDecoded",
     "UnkToCopyDecoder",
     "decode_copy",
+    "decode_copy_detailed",
     "forbid_unk",
     "model_device",
     "replace_unk_by_attention",
@@ -155,7 +158,24 @@ def replace_unk_by_attention(
     return [int(src_ext[best[t]]) if j == UNK_ID else int(j) for t, j in enumerate(ids)]
 
 
-@torch.no_grad()
+@dataclass
+class CopyDecoded:
+    """One decoded sentence. ``ids``: extended ids without EOS (≥ V: a word of the source
+    outside the target vocabulary, produced only by copying). ``score``: what the search
+    ranked by (beam: log P / lp; greedy: log P) and ``log_prob``: log P(Y), both under the
+    distribution the search read (with ``unk_to_copy``, ``<unk>``'s mass moved to the
+    copies). Teacher-forced on the decoded steps (EOS included, before ``replace_unk``):
+    ``p_gen_mean``, ``p_gen`` (T,) and the attention a^t (T, S), S = the source's ids with
+    its EOS."""
+
+    ids: list[int]
+    score: float
+    log_prob: float
+    p_gen_mean: float
+    p_gen: Tensor
+    attention: Tensor
+
+
 def decode_copy(
     model: nn.Module,
     examples: Sequence[CopyExample],
@@ -168,9 +188,36 @@ def decode_copy(
 ) -> list[tuple[list[int], float]]:
     """Decode each example with greedy (beam 1) or beam search over the extended
     vocabulary; returns, in input order, (extended ids without EOS, mean p_gen of its
-    steps). Batches as ``translation_eval.decode_ids``: longest sources first within the
-    token budget (``plan_batches``), each row with its own limit ⌊a·|x| + b⌋
-    (``batch_limits``). ``block_unk``: the search never emits ``<unk>`` (``UnkBlockedDecoder``);
+    steps): ``decode_copy_detailed``'s ``ids`` and ``p_gen_mean``."""
+    decoded = decode_copy_detailed(
+        model,
+        examples,
+        settings,
+        block_unk,
+        replace_unk,
+        unk_to_copy_vocab,
+        coverage_penalty,
+        coverage_words,
+    )
+    return [(d.ids, d.p_gen_mean) for d in decoded]
+
+
+@torch.no_grad()
+def decode_copy_detailed(
+    model: nn.Module,
+    examples: Sequence[CopyExample],
+    settings: SearchSettings,
+    block_unk: bool = False,
+    replace_unk: bool = False,
+    unk_to_copy_vocab: int | None = None,
+    coverage_penalty: float = 0.0,
+    coverage_words: str = "all",
+) -> list[CopyDecoded]:
+    """Decode each example with greedy (beam 1) or beam search over the extended
+    vocabulary; returns one ``CopyDecoded`` per example, in input order. Batches as
+    ``translation_eval.decode_ids``: longest sources first within the token budget
+    (``plan_batches``), each row with its own limit ⌊a·|x| + b⌋ (``batch_limits``).
+    ``block_unk``: the search never emits ``<unk>`` (``UnkBlockedDecoder``);
     ``replace_unk``: each ``<unk>`` of the output becomes its most-attended source word
     (``replace_unk_by_attention``; p_gen is that of the decoded steps);
     ``unk_to_copy_vocab`` V: ``<unk>``'s mass goes to the copies (``UnkToCopyDecoder``).
@@ -193,7 +240,7 @@ def decode_copy(
     decoder = UnkBlockedDecoder(model) if block_unk else model
     if unk_to_copy_vocab is not None:
         decoder = UnkToCopyDecoder(model, unk_to_copy_vocab)
-    out: list[tuple[list[int], float] | None] = [None] * len(examples)
+    out: list[CopyDecoded | None] = [None] * len(examples)
     n_src = [len(e.src_ids) - 1 for e in examples]  # without the source EOS
     for batch in plan_batches(n_src, settings):
         rows = [examples[i] for i in batch]
@@ -210,6 +257,7 @@ def decode_copy(
         if settings.beam == 1:
             res = greedy(decoder, state, B, BOS_ID, EOS_ID, max_len=limit, pad_id=PAD_ID)
             tokens, lens = res.tokens, res.lengths  # (B, T), (B,)
+            scores, log_probs = res.scores, res.log_probs  # (B,), (B,)
         else:
             res = beam_search(
                 decoder,
@@ -225,13 +273,23 @@ def decode_copy(
                 coverage=coverage if coverage_penalty > 0.0 else None,
             )
             tokens, lens = res.tokens[:, 0], res.lengths[:, 0]  # (B, T), (B,)
+            scores, log_probs = res.scores[:, 0], res.log_probs[:, 0]  # (B,), (B,)
         ids = [row[:n] for row, n in zip(tokens.tolist(), lens.tolist())]
-        p_gen, attention = _decoded_steps(model, src, src_mask, src_ext, n_oov, ids, extras)
+        p_gen, p_gen_steps, attention = _decoded_steps(
+            model, src, src_mask, src_ext, n_oov, ids, extras
+        )
         for b, i in enumerate(batch):
-            row = ids[b]
+            row, steps, n_s = ids[b], len(ids[b]), len(examples[i].src_ids)
             if replace_unk:
                 row = replace_unk_by_attention(row, attention[b], examples[i].src_ext)
-            out[i] = (row[:-1] if row and row[-1] == EOS_ID else row, p_gen[b])
+            out[i] = CopyDecoded(
+                row[:-1] if row and row[-1] == EOS_ID else row,
+                float(scores[b]),
+                float(log_probs[b]),
+                p_gen[b],
+                p_gen_steps[b, :steps],
+                attention[b, :steps, :n_s],
+            )
     return out  # type: ignore[return-value]
 
 
@@ -243,15 +301,15 @@ def _decoded_steps(
     n_oov: int,
     ids: list,
     extras: dict | None = None,
-) -> tuple[list[float], Tensor]:
-    """Teacher-forced on the decoded rows: the mean p_gen of each row's steps and the
-    attention a^t of every step (row t emitted ids[t]).
+) -> tuple[list[float], Tensor, Tensor]:
+    """Teacher-forced on the decoded rows: the mean p_gen of each row's steps, p_gen and
+    the attention a^t of every step (row t emitted ids[t]).
 
     ``extras``: the encoder's optional inputs (``source_inputs``: n-grams, statistics).
-    Shapes: src, src_mask, src_ext (B, S) -> B floats, attention (B, T, S)
+    Shapes: src, src_mask, src_ext (B, S) -> B floats, p_gen (B, T), attention (B, T, S)
     """
     y, n = pad_batch([[BOS_ID, *row[:-1]] if row else [BOS_ID] for row in ids], PAD_ID)  # (B, T)
     y, mask = y.to(src.device), padding_mask(n).to(src.device)  # (B, T)
     out = model(src, src_mask, y, mask, src_ext, n_oov, details=True, **(extras or {}))
     p_gen = ((out.p_gen * mask).sum(1) / mask.sum(1)).tolist()  # (B,)
-    return p_gen, out.attention.cpu()  # (B, T, S)
+    return p_gen, out.p_gen.detach().cpu(), out.attention.cpu()  # B, (B, T), (B, T, S)

@@ -104,6 +104,10 @@ class Translation:
     source_pieces: list[str] = field(default_factory=list)
     target_pieces: list[str] = field(default_factory=list)
     attention: dict[str, Tensor] | None = None
+    # the pointer-generator's (copy_translation), per row of the attention: p_gen (T,) and
+    # whether the word lies outside the target vocabulary (only a copy could produce it)
+    p_gen: Tensor | None = None
+    copied: list[bool] | None = None
 
     @property
     def text(self) -> str:

@@ -1,8 +1,11 @@
 """``seqlab translate`` on a pointer-generator (copy_translation) run: text out, one line
-per input, equal to the task's own ``translate``; ``--coverage-penalty`` reaches the run's
-β; an ensemble translates; the per-hypothesis flags are refused in one line."""
+per input, equal to the task's own ``translate``; ``--coverage-penalty`` reaches the
+search's β; an ensemble translates; ``--json`` gives the task's records (p_gen and copies
+per output word) and ``--plot`` the attention heatmap; ``--nbest`` and ``--compile`` are
+refused in one line."""
 
 import io
+import json
 
 import pytest
 import torch
@@ -36,26 +39,45 @@ def test_translate_prints_the_tasks_translations(trained_run, capsys, monkeypatc
     assert capsys.readouterr().out.splitlines() == greedy
 
 
-def test_coverage_penalty_reaches_the_runs_beta(trained_run, capsys, monkeypatch):  # noqa: F811
+def test_coverage_penalty_reaches_the_search(trained_run, capsys, monkeypatch):  # noqa: F811
     run = trained_run / f"bench-{bench.PRESETS['plain']}"
     seen = []
     from seqlab.tasks import copy_translation
 
-    real = copy_translation.CopyTranslationTask.translate
+    real = copy_translation.decode_copy_detailed
 
-    def spy(self, model, sentences, beam=4, **search):
-        seen.append(self.cfg.coverage_penalty)
-        return real(self, model, sentences, beam, **search)
+    def spy(*args):
+        seen.append(args[6])  # β, as the task hands it to the search
+        return real(*args)
 
-    monkeypatch.setattr(copy_translation.CopyTranslationTask, "translate", spy)
+    monkeypatch.setattr(copy_translation, "decode_copy_detailed", spy)
     assert main(["translate", str(run), SENTENCES[0], "--coverage-penalty", "0.3"]) == 0
     assert main(["translate", str(run), SENTENCES[0]]) == 0
-    assert seen == [0.3, 0.0]
+    assert seen == [0.3, 0.0]  # then the run's own (0)
     capsys.readouterr()
 
 
-@pytest.mark.parametrize("flag", [["--json"], ["--plot", "x"], ["--nbest", "2"], ["--compile"]])
-def test_per_hypothesis_flags_are_refused(trained_run, capsys, flag):  # noqa: F811
+def test_json_and_plot_give_the_tasks_records(trained_run, capsys, tmp_path):  # noqa: F811
+    from seqlab.cli.translate_cmd import translation_record
+
+    run = trained_run / f"bench-{bench.PRESETS['plain']}"
+    loaded = api.load(run)
+    want = loaded.task.translate_detailed(loaded.model, SENTENCES, beam=2, return_attention=True)
+    plots = tmp_path / "maps"
+    argv = ["translate", str(run), *SENTENCES, "--beam", "2", "--json", "--plot", str(plots)]
+    assert main(argv) == 0
+    out = capsys.readouterr()
+    got = [json.loads(line) for line in out.out.splitlines()]
+    assert got == [json.loads(json.dumps(translation_record(t))) for t in want]
+    for record in got:
+        T, S = len(record["target_pieces"]), len(record["source_pieces"])
+        assert len(record["attention"]["cross"]) == T and len(record["attention"]["cross"][0]) == S
+        assert len(record["p_gen"]) == len(record["copied"]) == T
+    assert sorted(p.name for p in plots.iterdir()) == ["0-cross.png", "1-cross.png"]
+
+
+@pytest.mark.parametrize("flag", [["--nbest", "2"], ["--compile"]])
+def test_nbest_and_compile_are_refused(trained_run, capsys, flag):  # noqa: F811
     run = trained_run / f"bench-{bench.PRESETS['plain']}"
     assert main(["translate", str(run), SENTENCES[0], *flag]) == 2
     err = capsys.readouterr().err.strip().splitlines()

@@ -1,4 +1,4 @@
-"""Session fixtures for the serving tests: the four tiny runs of ``tests.serve.runs``
+"""Session fixtures for the serving tests: the five tiny runs of ``tests.serve.runs``
 (trained once, ~10 s in all), loaded with ``seqlab.load``, and one thread for torch."""
 
 from __future__ import annotations
@@ -42,6 +42,11 @@ def translation_dir(trained):
 
 
 @pytest.fixture(scope="session")
+def pointer_generator_dir(trained):
+    return trained("pointer_generator")
+
+
+@pytest.fixture(scope="session")
 def lm_dir(trained):
     return trained("lm")
 
@@ -59,6 +64,11 @@ def tag_dir(trained):
 @pytest.fixture(scope="session")
 def translation_model(translation_dir):
     return api.load(translation_dir)
+
+
+@pytest.fixture(scope="session")
+def pointer_generator_model(pointer_generator_dir):
+    return api.load(pointer_generator_dir)
 
 
 @pytest.fixture(scope="session")

@@ -1,6 +1,7 @@
 """Tiny trained runs for the serving tests, one per servable task, each in a few seconds:
-a Transformer de→en on a 16-word lexicon, a character GRU language model, an averaged-
-embedding sentiment classifier and a BiLSTM tagger (data made by the task tests' helpers)."""
+a Transformer de→en on a 16-word lexicon, a pointer-generator that copies invented names,
+a character GRU language model, an averaged-embedding sentiment classifier and a BiLSTM
+tagger (data made by the task tests' helpers)."""
 
 from __future__ import annotations
 
@@ -10,6 +11,8 @@ from typing import Any
 from seqlab import api
 from tests.cli.test_lm_cli import TEXT
 from tests.cli.test_predict_cli import NEG, POS
+from tests.tasks.test_copy_translation import _pairs as _named_pairs
+from tests.tasks.test_copy_translation import run_config as _pointer_generator_config
 from tests.tasks.test_tagging_task import sentences, write_conll
 from tests.tasks.test_translation import _pairs
 
@@ -48,6 +51,20 @@ def translation_run(root: Path, steps: int = 150) -> Path:
         "train": {"batch": {"max_tokens": 512}},
     }  # fmt: skip
     return _train(cfg, root, steps)
+
+
+def pointer_generator_run(root: Path, steps: int = 150) -> Path:
+    """Pointer-generator (copy_translation) on ``Ein Mann namens Boa läuft.`` → ``A man named
+    Boa runs.``: 30 invented names, none in the 13-word target vocabulary, so each name is
+    produced by copying it (tests/tasks/test_copy_translation.py's data and model)."""
+    files = {}
+    for split, n, seed in [("train", 400, 0), ("valid", 30, 1)]:
+        pairs = _named_pairs(n, seed)
+        for side, lang, i in (("src", "de", 0), ("tgt", "en", 1)):
+            path = root / f"{split}.{lang}"
+            path.write_text("".join(p[i] + "\n" for p in pairs), encoding="utf-8")
+            files[f"{split}_{side}"] = str(path)
+    return _train(_pointer_generator_config(files, steps), root, steps)
 
 
 def lm_run(root: Path, steps: int = 30) -> Path:

@@ -153,6 +153,35 @@ def test_page_translates_and_draws_the_heatmap(page, live_server, translation_mo
     assert "text: is empty" in page.inner_text("#error")
 
 
+def test_page_shows_a_pointer_generators_switch_and_copies(page, pointer_generator_model, tmp_path):
+    """A pointer-generator run: one hypothesis (n-best fixed at 1), and after the attention
+    map's last column each row's p_gen; the row of a word outside the target vocabulary
+    (only a copy could write it) is marked as copied."""
+    sentence = "Ein Mann namens Zyxwq läuft."
+    (want,) = pointer_generator_model.translate_detailed([sentence], beam=2, return_attention=True)
+    with live(pointer_generator_model) as url:
+        page.goto(url + "/")
+        page.wait_for_selector("#translate-panel:not([hidden])")
+        assert page.is_disabled("#nbest") and page.input_value("#nbest") == "1"
+        page.fill("#src", sentence)
+        page.fill("#beam", "2")
+        page.click("#translate-btn")
+        page.wait_for_selector("#heatmap td.switch")
+        assert page.locator("#nbest-list .hyp").all_inner_texts() == [want.text]
+        rows = page.locator("#heatmap tbody tr")
+        assert rows.count() == len(want.target_pieces)
+        assert page.locator("#heatmap thead th").last.inner_text() == "p_gen"
+        switch = page.locator("#heatmap td.switch").all_inner_texts()
+        assert switch == [f"{float(p):.2f}" for p in want.p_gen]
+        copied = page.locator("#heatmap tbody th.copied").all_inner_texts()
+        assert copied == [w for w, c in zip(want.target_pieces, want.copied) if c] == ["zyxwq"]
+        at = want.target_pieces.index("zyxwq")
+        rows.nth(at).locator("td.switch").hover()
+        assert page.inner_text("#att-hover").startswith(f"p_gen {float(want.p_gen[at]):.4f}")
+        assert "copied" in page.inner_text("#att-hover")
+        page.screenshot(path=str(tmp_path / "pointer-generator.png"), full_page=True)
+
+
 def test_page_samples_from_a_language_model(page, lm_model):
     with live(lm_model) as url:
         page.goto(url + "/")

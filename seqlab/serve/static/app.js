@@ -101,13 +101,34 @@ function drawHeatmap() {
       td.dataset.row = r; td.dataset.col = c; td.dataset.weight = w.toFixed(4);
       td.title = `${rows[r]} ← ${cols[c]}: ${w.toFixed(4)}`;
     });
+    if (current.p_gen && name === "cross") addSwitchCell(tr, r);
   });
+  if (current.p_gen && name === "cross") {
+    const th = document.createElement("th");
+    th.textContent = "p_gen";
+    th.className = "switch";
+    head.appendChild(th);
+  }
+}
+
+// A pointer-generator's row ends with its switch p_gen (1: generated from the vocabulary,
+// 0: copied from the source); a word outside the target vocabulary is marked as copied.
+function addSwitchCell(tr, r) {
+  const p = current.p_gen[r];
+  const cell = tr.insertCell();
+  cell.className = "switch";
+  cell.textContent = p.toFixed(2);
+  const shade = Math.round(255 * (1 - (1 - p) * 0.6));
+  cell.style.background = `rgb(255, ${shade}, ${Math.round(shade * 0.8)})`;
+  cell.title = `p_gen ${p.toFixed(4)}${current.copied[r] ? " (outside the target vocabulary: copied)" : ""}`;
+  if (current.copied[r]) tr.cells[0].classList.add("copied");
 }
 
 function onHover(event) {
   const td = event.target.closest("td");
   $("heatmap").querySelectorAll(".hot").forEach((el) => el.classList.remove("hot"));
   if (!td) return;
+  if (td.classList.contains("switch")) { $("att-hover").textContent = td.title; return; }
   const [rows, cols] = axes($("att-name").value, current);
   const r = +td.dataset.row, c = +td.dataset.col;
   td.classList.add("hot");
@@ -217,6 +238,9 @@ async function start() {
     const panel = { translate: "translate-panel", generate: "generate-panel", predict: "predict-panel" };
     const endpoint = info.endpoint.replace("POST /", "");
     $(panel[endpoint]).hidden = false;
+    if (info.task === "copy_translation") { // one hypothesis: the search keeps the best only
+      $("nbest").value = "1"; $("nbest").max = "1"; $("nbest").disabled = true;
+    }
     if (info.task === "tag") $("predict-title").textContent = "Tag entities";
     if (info.task === "classify") $("predict-title").textContent = "Classify";
     $("beam").max = info.limits.max_beam;
