@@ -11,8 +11,9 @@ with a message naming the right one):
     GET  /health      {"status": "ok", "task", "model"}
     GET  /info        model, task, step, parameters, config, vocabulary sizes,
                       precision, limits, batching counters
-    POST /translate   translation: {"text", "beam", "nbest", "length_penalty",
-                      "coverage_penalty", "attention"}
+    POST /translate   translation, copy_translation (the pointer-generator: nbest 1, and
+                      p_gen / copied per output word with "attention"): {"text", "beam",
+                      "nbest", "length_penalty", "coverage_penalty", "attention"}
                       → {"translations": [one ``seqlab translate --json`` record per text]}
     POST /generate    lm: {"prompt", "max_tokens", "temperature", "top_k", "top_p", "seed"}
                       → {"prompt", "continuation", "text"} (text = ``seqlab generate``'s)

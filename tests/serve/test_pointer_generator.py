@@ -1,0 +1,61 @@
+"""``seqlab serve`` on a pointer-generator (copy_translation) run: POST /translate answers as
+``seqlab translate --json`` does, with the copy switch p_gen and the copied words per output
+row beside the attention; a name outside the target vocabulary comes back copied; an n-best
+list is refused by its field."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+from fastapi.testclient import TestClient
+
+from seqlab.cli.main import main
+from seqlab.serve import Limits, create_app
+
+NAMED = ["Ein Mann namens Zyxwq läuft.", "Eine Frau namens Boa schläft."]
+
+
+@pytest.fixture(scope="module")
+def pg(pointer_generator_model):
+    with TestClient(create_app(pointer_generator_model, Limits(max_beam=4))) as client:
+        yield client
+
+
+def test_health_and_info_name_the_task(pg, pointer_generator_model):
+    assert pg.get("/health").json()["task"] == "copy_translation"
+    info = pg.get("/info").json()
+    assert info["endpoint"] == "POST /translate" and info["model"] == "pointer_generator"
+    assert info["step"] == pointer_generator_model.step
+    assert pg.post("/generate", json={}).status_code == 404  # another task's endpoint
+
+
+def test_translate_equals_the_cli_with_p_gen_and_copies(pg, pointer_generator_dir, capsys):
+    capsys.readouterr()
+    assert main(["translate", str(pointer_generator_dir), "--json", "--beam", "2", *NAMED]) == 0
+    cli = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    r = pg.post("/translate", json={"text": NAMED, "beam": 2, "attention": True})
+    assert r.status_code == 200
+    records = r.json()["translations"]
+    assert records == cli  # text, score, pieces, attention, p_gen and copies, all equal
+    first = records[0]
+    assert "zyxwq" in first["hypotheses"][0].split()  # a name never seen, copied
+    rows, cols = first["target_pieces"], first["source_pieces"]
+    attention = torch.tensor(first["attention"]["cross"])  # (T, S)
+    assert attention.shape == (len(rows), len(cols)) and cols[-1] == rows[-1] == "</s>"
+    assert torch.allclose(attention.sum(-1), torch.ones(len(rows)), atol=1e-3)
+    assert len(first["p_gen"]) == len(rows) and all(0.0 <= p <= 1.0 for p in first["p_gen"])
+    # copied: exactly the rows whose word is outside the 13-word target vocabulary
+    assert [w for w, c in zip(rows, first["copied"]) if c] == ["zyxwq"]
+    at = rows.index("zyxwq")  # copying it: the switch is low and attention is on the name
+    assert first["p_gen"][at] < 0.5 and cols[int(attention[at].argmax())] == "zyxwq"
+    plain = pg.post("/translate", json={"text": NAMED[1], "beam": 2}).json()["translations"][0]
+    assert plain["hypotheses"] == cli[1]["hypotheses"] and plain["attention"] is None
+    assert "p_gen" not in plain  # only with the attention
+
+
+def test_an_nbest_list_is_refused_by_its_field(pg):
+    r = pg.post("/translate", json={"text": NAMED[0], "beam": 3, "nbest": 2})
+    assert r.status_code == 422
+    assert r.json()["field"] == "nbest" and "send nbest 1" in r.json()["error"]
