@@ -1,11 +1,12 @@
 """``seqlab serve`` and ``seqlab export`` (docs/serving.md).
 
-    seqlab serve RUN_OR_CHECKPOINT [--host 127.0.0.1] [--port 8000] [--timeout 30] ...
+    seqlab serve RUN_OR_CHECKPOINT [--ensemble RUN]... [--host 127.0.0.1] [--port 8000] ...
     seqlab export RUN_OR_CHECKPOINT --format torchscript|onnx [--out DIR]
 
-``serve`` loads the checkpoint with ``seqlab.load`` and runs ``seqlab.serve.app`` with
-uvicorn on loopback unless ``--host`` says otherwise; it prints the address and the
-endpoint of the checkpoint's task. ``export`` writes the encoder and one decoder step
+``serve`` loads the checkpoint with ``seqlab.load`` (with ``--ensemble``, the runs pooled as
+one model: ``seqlab.load_ensemble``) and runs ``seqlab.serve.app`` with uvicorn on loopback
+unless ``--host`` says otherwise; it prints the address and the endpoint of the
+checkpoint's task. ``export`` writes the encoder and one decoder step
 (``seqlab.serve.export``).
 """
 
@@ -45,7 +46,7 @@ def compile_decoding(
 
 
 def _cmd_serve(args: argparse.Namespace) -> int:
-    from seqlab import api
+    from seqlab.cli.translate_cmd import load_run_or_ensemble
     from seqlab.serve.app import endpoint_of
     from seqlab.serve.schemas import Limits
 
@@ -70,15 +71,17 @@ def _cmd_serve(args: argparse.Namespace) -> int:
     precision = resolve_decode_precision(args.precision, args.device)  # a clear error if not
     refuse_compiled_int8(precision, args.compile)
     data_dir = Path(args.data_dir) if args.data_dir else None
-    loaded = api.load(args.path, data_dir=data_dir, device=args.device)
+    loaded = load_run_or_ensemble(args, data_dir)  # --compile with --ensemble: refused
     if args.compile:
         beams = (5, 1, int(getattr(loaded.task.cfg, "test_beam", 5)))  # 5: a request's default
         print("seqlab serve: compiling the decoder step …", flush=True)
         took = compile_decoding(loaded, beams, precision)
         print(f"seqlab serve: compiled in {took:.0f} s", flush=True)
     endpoint = endpoint_of(loaded.config.task)
+    members = len(loaded.extra.get("members", ()))
+    pool = f"an ensemble of {members} runs of " if members else ""
     print(
-        f"seqlab serve: {loaded.config.model} ({loaded.config.task}, step {loaded.step}) "
+        f"seqlab serve: {pool}{loaded.config.model} ({loaded.config.task}, step {loaded.step}) "
         f"on http://{args.host}:{args.port}/  POST /{endpoint}, GET /health, GET /info",
         flush=True,
     )
@@ -99,6 +102,8 @@ def _cmd_export(args: argparse.Namespace) -> int:
 
 def add_commands(sub: argparse._SubParsersAction) -> None:
     """Register ``serve`` and ``export`` on the top-level parser's subcommands."""
+    from seqlab.cli.translate_cmd import add_ensemble_option
+
     p = sub.add_parser("serve", help="JSON API + web page for a trained checkpoint")
     p.add_argument("path", metavar="RUN_OR_CHECKPOINT")
     p.add_argument("--host", default="127.0.0.1", help="address to bind (default loopback)")
@@ -110,6 +115,7 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--batch-wait-ms", type=float, default=5.0, help="micro-batch gathering")
     p.add_argument("--data-dir", help="data folder (default ../shared/data)")
     p.add_argument("--device", default="cpu")
+    add_ensemble_option(p, "RUN_OR_CHECKPOINT")
     p.add_argument(
         "--precision",
         choices=["fp32", "bf16", "fp16", "int8", "auto"],

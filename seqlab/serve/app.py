@@ -89,6 +89,12 @@ def _redact(value: Any) -> Any:
     return value
 
 
+def _member_names(checkpoints: list[str]) -> list[str]:
+    """An ensemble's member checkpoints as ``run/checkpoint`` (``runs/pg-0/checkpoints/best``
+    → ``pg-0/best``): which runs are pooled, without the server's absolute paths."""
+    return [f"{Path(c).parent.parent.name}/{Path(c).name}" for c in checkpoints]
+
+
 def _item_by_item(call: Any, items: list[Any]) -> list[Any]:
     """``call(items)``; if the batch holds a text the task refuses (SeqlabError), each
     item alone, so one bad text fails only its own request (the error is its result)."""
@@ -206,6 +212,7 @@ class Server:
 
     def info(self) -> dict[str, Any]:
         loaded = self.loaded
+        pooled = bool(getattr(loaded, "extra", {}).get("members"))
         params = list(loaded.model.parameters())
         dtype = str(params[0].dtype).replace("torch.", "") if params else "none"
         sizes = {k: v for k, v in loaded.task.model_kwargs().items() if k != "pad_id"}
@@ -215,7 +222,9 @@ class Server:
             "model": loaded.config.model,
             "endpoint": f"POST /{self.endpoint}",
             "checkpoint": Path(loaded.checkpoint).name,
-            "step": loaded.step,
+            "step": loaded.step,  # an ensemble's: its first run's checkpoint and step
+            # an ensemble's runs (folder/checkpoint: no absolute paths), else absent
+            **({"members": _member_names(loaded.extra["members"])} if pooled else {}),
             "parameters": sum(p.numel() for p in params),
             "vocab_sizes": {k: v for k, v in sizes.items() if isinstance(v, int)},
             "precision": {

@@ -59,3 +59,30 @@ def test_an_nbest_list_is_refused_by_its_field(pg):
     r = pg.post("/translate", json={"text": NAMED[0], "beam": 3, "nbest": 2})
     assert r.status_code == 422
     assert r.json()["field"] == "nbest" and "send nbest 1" in r.json()["error"]
+
+
+def test_an_ensemble_is_served_as_its_pool(pointer_generator_dir, pg):
+    """``seqlab serve RUN --ensemble RUN2``: the runs' linear pool answers. A run pooled
+    with itself is the run (the mean of two equal distributions), so it answers as the run
+    does; /info lists the members."""
+    from seqlab import api
+
+    pool = api.load_ensemble([pointer_generator_dir, pointer_generator_dir])
+    body = {"text": NAMED, "beam": 2, "attention": True}
+    alone = pg.post("/translate", json=body).json()["translations"]
+    with TestClient(create_app(pool, Limits(max_beam=4))) as client:
+        info = client.get("/info").json()
+        pooled = client.post("/translate", json=body).json()["translations"]
+    name = f"{pointer_generator_dir.name}/{pool.checkpoint.name}"
+    assert info["members"] == [name, name] and "members" not in pg.get("/info").json()
+    for got, want in zip(pooled, alone):
+        assert got["hypotheses"] == want["hypotheses"] and got["copied"] == want["copied"]
+        assert got["scores"] == pytest.approx(want["scores"], abs=1e-4)
+        assert got["p_gen"] == pytest.approx(want["p_gen"], abs=1e-3)
+
+
+def test_serve_refuses_compile_with_an_ensemble_in_one_line(pointer_generator_dir, capsys):
+    run = str(pointer_generator_dir)
+    assert main(["serve", run, "--ensemble", run, "--compile"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "--compile" in err[0] and "drop --compile" in err[0]

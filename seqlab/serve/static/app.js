@@ -231,7 +231,8 @@ async function predict(event) {
 async function start() {
   try {
     const info = await (await fetch("/info")).json();
-    $("model-name").textContent = `· ${info.model} (${info.task})`;
+    const pool = info.members ? `ensemble of ${info.members.length}: ` : "";
+    $("model-name").textContent = `· ${pool}${info.model} (${info.task})`;
     const sizes = Object.entries(info.vocab_sizes).map(([k, v]) => `${k} ${v}`).join(", ");
     $("model-info").textContent =
       `${info.parameters.toLocaleString()} parameters, step ${info.step}, ${sizes}, ${info.precision.inference}`;
