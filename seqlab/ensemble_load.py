@@ -21,11 +21,16 @@ from seqlab.models.bahdanau import Bahdanau
 from seqlab.models.cho import Cho
 from seqlab.models.convs2s import ConvS2S
 from seqlab.models.ensemble import Seq2SeqEnsemble
+from seqlab.models.lm_ensemble import LMEnsemble
 from seqlab.models.luong import Luong
+from seqlab.models.nplm import NPLM
 from seqlab.models.pointer_generator import PointerGenerator
 from seqlab.models.pointer_generator_ensemble import PointerGeneratorEnsemble
+from seqlab.models.pointer_sentinel import PointerSentinelLSTM
+from seqlab.models.rnn_lm import RNNLM
 from seqlab.models.sutskever import Sutskever
 from seqlab.models.transformer import TransformerSeq2Seq
+from seqlab.models.transformer_lm import TransformerLM
 
 __all__ = ["ENSEMBLES", "ensemble_of", "check_members"]
 
@@ -36,6 +41,8 @@ ENSEMBLES: dict[type, Callable[[list[Any]], nn.Module]] = {
         cls: Seq2SeqEnsemble
         for cls in (Sutskever, Cho, Bahdanau, Luong, TransformerSeq2Seq, ConvS2S)
     },
+    # language models: the pool of next-token distributions (seqlab.models.lm_ensemble)
+    **{cls: LMEnsemble for cls in (RNNLM, TransformerLM, NPLM, PointerSentinelLSTM)},
 }
 
 

@@ -28,10 +28,12 @@ from seqlab.errors import SeqlabError
 
 
 def _load_lm(args: argparse.Namespace) -> Any:
-    from seqlab import api
+    """The run, or with ``--ensemble RUN …`` the runs' linear pool (``api.load_ensemble``,
+    seqlab.models.lm_ensemble); a run of another task is refused."""
+    from seqlab.cli.translate_cmd import load_run_or_ensemble
 
     data_dir = Path(args.data_dir) if args.data_dir else None
-    loaded = api.load(args.path, data_dir=data_dir, device=args.device)
+    loaded = load_run_or_ensemble(args, data_dir)
     if loaded.config.task != "lm":
         raise SeqlabError(
             f"{loaded.checkpoint}: a '{loaded.config.task}' model, not a language model "
@@ -92,9 +94,12 @@ def _cmd_score(args: argparse.Namespace) -> int:
 
 
 def _common(p: argparse.ArgumentParser) -> None:
+    from seqlab.cli.translate_cmd import add_ensemble_option
+
     p.add_argument("path", metavar="RUN_OR_CHECKPOINT")
     p.add_argument("--data-dir", help="data folder (not needed: the vocabulary is stored)")
     p.add_argument("--device", default="cpu")
+    add_ensemble_option(p, "RUN_OR_CHECKPOINT")
 
 
 def add_commands(sub: argparse._SubParsersAction) -> None:

@@ -1,0 +1,85 @@
+"""Language-model ensembles from the command line: ``seqlab generate / score / evaluate RUN
+--ensemble RUN2``. A run pooled with itself samples, scores and evaluates as the run; two
+runs of other seeds evaluate to a loss no higher than their mean (Jensen), and a run of
+another task is refused in one line."""
+
+import json
+
+import pytest
+import torch
+
+from seqlab import api
+from seqlab.cli.main import main
+from tests.cli.test_lm_cli import TEXT
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory):
+    """Two character GRU LMs of seeds 0 and 1 on one corpus (kept: evaluate reads it)."""
+    n = torch.get_num_threads()
+    root = tmp_path_factory.mktemp("lm_pool")
+    corpus = root / "corpus.txt"
+    corpus.write_text(TEXT + "\n", encoding="utf-8")
+    out = []
+    for seed in (0, 1):
+        cfg = {
+            "task": {"name": "lm", "data": "text", "path": str(corpus), "level": "char",
+                     "batch_size": 4, "bptt": 16, "eval_batch_size": 2},
+            "model": {"name": "rnn_lm", "cell": "gru", "emb_dim": 16, "hidden": 16,
+                      "layers": 1, "dropout": 0.0},
+            "train": {"max_steps": 20, "precision": "fp32", "threads": 1, "progress": False,
+                      "seed": seed, "valid_every": 20, "save_every": 20,
+                      "optim": {"name": "adam", "lr": 1e-2}},
+        }  # fmt: skip
+        api.train(cfg, run_dir=root / f"run{seed}", quiet=True)
+        out.append(root / f"run{seed}")
+    torch.set_num_threads(n)
+    return out
+
+
+def _out(capsys, *argv):
+    assert main([*map(str, argv)]) == 0
+    return capsys.readouterr().out
+
+
+def test_a_run_pooled_with_itself_generates_and_scores_as_the_run(runs, capsys):
+    run = runs[0]
+    for flags in (["--temperature", "0"], ["--seed", "3", "--top-k", "5"]):
+        alone = _out(capsys, "generate", run, "--prompt", "to be", "--max-tokens", 30, *flags)
+        pooled = _out(capsys, "generate", run, "--ensemble", run, "--prompt", "to be",
+                      "--max-tokens", 30, *flags)  # fmt: skip
+        assert pooled == alone
+    alone = json.loads(_out(capsys, "score", run, "that is the question", "--json"))
+    pooled = json.loads(
+        _out(capsys, "score", run, "--ensemble", run, "that is the question", "--json")
+    )
+    assert pooled["log_prob"] == pytest.approx(alone["log_prob"], abs=1e-4)
+
+
+def test_two_seeds_evaluate_no_worse_than_their_mean(runs, capsys):
+    def loss(*paths):
+        extra = [a for p in paths[1:] for a in ("--ensemble", p)]
+        text = _out(capsys, "evaluate", paths[0], *extra, "--json")
+        return json.loads(text.splitlines()[-1])["loss"]
+
+    members = [loss(r) for r in runs]
+    assert members[0] != members[1]
+    assert loss(runs[0], runs[0]) == pytest.approx(members[0], abs=1e-5)
+    assert loss(*runs) <= sum(members) / 2 + 1e-6
+
+
+def test_a_run_with_another_vocabulary_is_refused_in_one_line(runs, capsys, tmp_path):
+    corpus = tmp_path / "digits.txt"
+    corpus.write_text("0123456789\n" * 50, encoding="utf-8")
+    cfg = {
+        "task": {"name": "lm", "data": "text", "path": str(corpus), "level": "char",
+                 "batch_size": 2, "bptt": 8, "eval_batch_size": 2},
+        "model": {"name": "rnn_lm", "cell": "gru", "emb_dim": 16, "hidden": 16, "layers": 1,
+                  "dropout": 0.0},
+        "train": {"max_steps": 2, "precision": "fp32", "threads": 1, "progress": False,
+                  "valid_every": 2, "save_every": 2},
+    }  # fmt: skip
+    api.train(cfg, run_dir=tmp_path / "digits", quiet=True)
+    assert main(["generate", str(runs[0]), "--ensemble", str(tmp_path / "digits")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "vocabularies differ" in err[0] and "digits" in err[0]
