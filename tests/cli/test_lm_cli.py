@@ -13,24 +13,36 @@ from seqlab.cli.main import main
 TEXT = "\n".join(["to be or not to be", "that is the question", "the rest is silence"] * 40)
 
 
-@pytest.fixture(scope="module")
-def run_dir(tmp_path_factory):
-    n = torch.get_num_threads()
-    root = tmp_path_factory.mktemp("lm_cli")
-    corpus = root / "corpus.txt"
-    corpus.write_text(TEXT + "\n", encoding="utf-8")
-    cfg = {
+def char_gru_config(corpus, steps: int = 20, seed: int = 0, batch: int = 4, bptt: int = 16):
+    """A character GRU LM (16 units) on ``corpus``: ``steps`` updates of Adam 1e-2."""
+    return {
         "task": {"name": "lm", "data": "text", "path": str(corpus), "level": "char",
-                 "batch_size": 4, "bptt": 16, "eval_batch_size": 2},
+                 "batch_size": batch, "bptt": bptt, "eval_batch_size": 2},
         "model": {"name": "rnn_lm", "cell": "gru", "emb_dim": 16, "hidden": 16, "layers": 1,
                   "dropout": 0.0},
-        "train": {"max_steps": 20, "precision": "fp32", "threads": 1, "progress": False,
-                  "valid_every": 20, "save_every": 20, "optim": {"name": "adam", "lr": 1e-2}},
+        "train": {"max_steps": steps, "precision": "fp32", "threads": 1, "progress": False,
+                  "seed": seed, "valid_every": steps, "save_every": steps,
+                  "optim": {"name": "adam", "lr": 1e-2}},
     }  # fmt: skip
-    api.train(cfg, run_dir=root / "run", quiet=True)
+
+
+def train_char_grus(root, seeds=(0,)) -> list:
+    """``root/run<seed>`` for each seed: ``char_gru_config`` on TEXT (``root/corpus.txt``)."""
+    n = torch.get_num_threads()
+    corpus = root / "corpus.txt"
+    corpus.write_text(TEXT + "\n", encoding="utf-8")
+    for seed in seeds:
+        api.train(char_gru_config(corpus, seed=seed), run_dir=root / f"run{seed}", quiet=True)
     torch.set_num_threads(n)
-    corpus.unlink()  # generate / score need only the checkpoint
-    return root / "run"
+    return [root / f"run{seed}" for seed in seeds]
+
+
+@pytest.fixture(scope="module")
+def run_dir(tmp_path_factory):
+    root = tmp_path_factory.mktemp("lm_cli")
+    (run,) = train_char_grus(root)
+    (root / "corpus.txt").unlink()  # generate / score need only the checkpoint
+    return run
 
 
 def _main(capsys, *argv):

@@ -6,35 +6,16 @@ another task is refused in one line."""
 import json
 
 import pytest
-import torch
 
 from seqlab import api
 from seqlab.cli.main import main
-from tests.cli.test_lm_cli import TEXT
+from tests.cli.test_lm_cli import char_gru_config, train_char_grus
 
 
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory):
     """Two character GRU LMs of seeds 0 and 1 on one corpus (kept: evaluate reads it)."""
-    n = torch.get_num_threads()
-    root = tmp_path_factory.mktemp("lm_pool")
-    corpus = root / "corpus.txt"
-    corpus.write_text(TEXT + "\n", encoding="utf-8")
-    out = []
-    for seed in (0, 1):
-        cfg = {
-            "task": {"name": "lm", "data": "text", "path": str(corpus), "level": "char",
-                     "batch_size": 4, "bptt": 16, "eval_batch_size": 2},
-            "model": {"name": "rnn_lm", "cell": "gru", "emb_dim": 16, "hidden": 16,
-                      "layers": 1, "dropout": 0.0},
-            "train": {"max_steps": 20, "precision": "fp32", "threads": 1, "progress": False,
-                      "seed": seed, "valid_every": 20, "save_every": 20,
-                      "optim": {"name": "adam", "lr": 1e-2}},
-        }  # fmt: skip
-        api.train(cfg, run_dir=root / f"run{seed}", quiet=True)
-        out.append(root / f"run{seed}")
-    torch.set_num_threads(n)
-    return out
+    return train_char_grus(tmp_path_factory.mktemp("lm_pool"), seeds=(0, 1))
 
 
 def _out(capsys, *argv):
@@ -71,14 +52,7 @@ def test_two_seeds_evaluate_no_worse_than_their_mean(runs, capsys):
 def test_a_run_with_another_vocabulary_is_refused_in_one_line(runs, capsys, tmp_path):
     corpus = tmp_path / "digits.txt"
     corpus.write_text("0123456789\n" * 50, encoding="utf-8")
-    cfg = {
-        "task": {"name": "lm", "data": "text", "path": str(corpus), "level": "char",
-                 "batch_size": 2, "bptt": 8, "eval_batch_size": 2},
-        "model": {"name": "rnn_lm", "cell": "gru", "emb_dim": 16, "hidden": 16, "layers": 1,
-                  "dropout": 0.0},
-        "train": {"max_steps": 2, "precision": "fp32", "threads": 1, "progress": False,
-                  "valid_every": 2, "save_every": 2},
-    }  # fmt: skip
+    cfg = char_gru_config(corpus, steps=2, batch=2, bptt=8)
     api.train(cfg, run_dir=tmp_path / "digits", quiet=True)
     assert main(["generate", str(runs[0]), "--ensemble", str(tmp_path / "digits")]) == 2
     err = capsys.readouterr().err.strip().splitlines()

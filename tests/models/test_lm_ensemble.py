@@ -22,12 +22,7 @@ FAMILIES = {
 }  # fmt: skip
 
 
-@pytest.fixture(autouse=True)
-def _one_thread():
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 def build(name: str, seed: int, **over):
