@@ -5,7 +5,8 @@ Each run is rebuilt with ``api.load``; the ensemble keeps the first run's task a
 (seqlab.decode.ensemble). The runs must agree on what the pool needs: the same task, the
 same vocabularies (``task.tokenizer_state()``) and the same model inputs
 (``task.model_kwargs()``); a run that differs is refused with its path and what differs.
-Ensembles exist for the model types in ``ENSEMBLES``.
+Ensembles exist for the model types in ``ENSEMBLES``; a pool's members are of one type,
+except language models, which pool across types (an LSTM LM with a Transformer LM).
 """
 
 from __future__ import annotations
@@ -46,6 +47,12 @@ ENSEMBLES: dict[type, Callable[[list[Any]], nn.Module]] = {
 }
 
 
+def _language_models(*loaded: Any) -> bool:
+    """Whether every model is a language model: each keeps its own state in the pool
+    (``LMEnsemble``), so an LSTM LM pools with a Transformer LM; seq2seq pools need one type."""
+    return all(ENSEMBLES.get(type(m.model)) is LMEnsemble for m in loaded)
+
+
 def check_members(paths: Sequence[Path | str], loaded: Sequence[Any]) -> None:
     """Refuse members that cannot be pooled with the first (``ConfigError`` naming the run
     and what differs)."""
@@ -56,7 +63,7 @@ def check_members(paths: Sequence[Path | str], loaded: Sequence[Any]) -> None:
                 f"{path}: its task is {type(m.task).__name__}, {where}'s "
                 f"{type(first.task).__name__}: ensemble runs of one task"
             )
-        if type(m.model) is not type(first.model):
+        if type(m.model) is not type(first.model) and not _language_models(first, m):
             raise ConfigError(
                 f"{path}: its model is a {type(m.model).__name__}, {where}'s a "
                 f"{type(first.model).__name__}: ensemble models of one type"

@@ -57,3 +57,22 @@ def test_a_run_with_another_vocabulary_is_refused_in_one_line(runs, capsys, tmp_
     assert main(["generate", str(runs[0]), "--ensemble", str(tmp_path / "digits")]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "vocabularies differ" in err[0] and "digits" in err[0]
+
+
+def test_an_lstm_lm_and_a_transformer_lm_pool_across_types(runs, capsys):
+    """Language models keep their own states in the pool, so two architectures pool
+    (seq2seq pools need one model type)."""
+    root = runs[0].parent
+    cfg = char_gru_config(root / "corpus.txt")
+    cfg["model"] = {"name": "transformer_lm", "d_model": 16, "n_heads": 2, "d_ff": 32,
+                    "layers": 1, "context": 32, "dropout": 0.0}  # fmt: skip
+    api.train(cfg, run_dir=root / "tlm", quiet=True)
+
+    def loss(*argv):
+        return json.loads(_out(capsys, "evaluate", *argv, "--json").splitlines()[-1])["loss"]
+
+    members = [loss(runs[0]), loss(root / "tlm")]
+    pooled = loss(runs[0], "--ensemble", root / "tlm")
+    assert pooled <= sum(members) / 2 + 1e-6 and pooled not in members
+    text = _out(capsys, "generate", runs[0], "--ensemble", root / "tlm", "--max-tokens", 20)
+    assert len(text.strip()) > 0

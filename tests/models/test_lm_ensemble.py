@@ -106,3 +106,27 @@ def test_prime_reads_at_most_the_shortest_context():
         log_p, _ = pool.step(tokens(B=1, T=1)[:, 0], state)  # (1, V)
     assert [s.tokens.size(1) for s in state.members[:2]] == [5, 5]
     torch.testing.assert_close(log_p.exp().sum(), torch.tensor(1.0), atol=1e-5, rtol=0)
+
+
+def test_language_models_pool_across_types_and_other_models_do_not():
+    from types import SimpleNamespace
+
+    from seqlab.config import ConfigError
+    from seqlab.ensemble_load import check_members
+
+    class Task:  # what check_members reads of a task
+        def tokenizer_state(self):
+            return {"vocab": V}
+
+        def model_kwargs(self):
+            return {"vocab": V}
+
+    def run(model):
+        return SimpleNamespace(task=Task(), model=model)
+
+    lms = [run(build("rnn_lm", 0)), run(build("transformer_lm", 1)), run(build("nplm", 2))]
+    check_members(["a", "b", "c"], lms)  # three LM types: one pool
+    with pytest.raises(ConfigError, match="b: its model is a GRU, a's a RNNLM"):
+        check_members(["a", "b"], [lms[0], run(torch.nn.GRU(4, 4))])
+    with pytest.raises(ConfigError, match="ensemble models of one type"):
+        check_members(["a", "b"], [run(torch.nn.GRU(4, 4)), run(torch.nn.LSTM(4, 4))])
