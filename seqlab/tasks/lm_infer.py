@@ -229,6 +229,11 @@ class LMInference:
             out = model(x, None)  # logits (1, T, V)
         finally:
             model.train(was_training)
+        if type(model).__name__ == "LMEnsemble":  # seqlab.models.lm_ensemble
+            raise SeqlabError(
+                "an ensemble of language models has no single pointer gate to explain: "
+                "explain one run (without --ensemble)"
+            )
         if "gate" not in out.extras or "pointer" not in out.extras:
             raise SeqlabError(
                 f"{type(model).__name__} has no pointer gate to explain (a pointer_sentinel "

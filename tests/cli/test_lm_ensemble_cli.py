@@ -76,3 +76,11 @@ def test_an_lstm_lm_and_a_transformer_lm_pool_across_types(runs, capsys):
     assert pooled <= sum(members) / 2 + 1e-6 and pooled not in members
     text = _out(capsys, "generate", runs[0], "--ensemble", root / "tlm", "--max-tokens", 20)
     assert len(text.strip()) > 0
+
+
+def test_explaining_a_pool_is_refused_with_what_to_do(runs):
+    from seqlab.errors import SeqlabError
+
+    pool = api.load_ensemble([runs[0], runs[1]])
+    with pytest.raises(SeqlabError, match="no single pointer gate .* explain one run"):
+        pool.explain("to be")
