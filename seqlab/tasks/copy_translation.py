@@ -443,10 +443,11 @@ class CopyTranslationTask(Task):
         (what ``seqlab translate --json/--plot`` and ``seqlab serve`` read): one hypothesis
         (the search keeps the best only: ``nbest`` > 1 is refused, as is ``test_compile``),
         its score and log P (``CopyDecoded``). With ``return_attention`` the pieces are the
-        source words + ``</s>`` (columns) and the output words + ``</s>`` (rows), the
-        attention is ``{"cross": a (T, S)}``, ``p_gen`` (T,) the switch at each step and
-        ``copied`` (T,) whether the word is outside the target vocabulary, so that only a
-        copy could produce it. A search setting left None is the task config's."""
+        source words + ``</s>`` (columns) and the output words + ``</s>`` (rows; no ``</s>``
+        row when the length limit cut the output), the attention is ``{"cross": a (T, S)}``,
+        ``p_gen`` (T,) the switch at each step and ``copied`` (T,) whether the word is
+        outside the target vocabulary, so that only a copy could produce it. A search
+        setting left None is the task config's."""
         if isinstance(sentences, str):
             raise TypeError("pass a list of sentences, e.g. [text]")
         if nbest != 1:
@@ -473,12 +474,13 @@ class CopyTranslationTask(Task):
         for sentence, e, d in zip(sentences, examples, decoded):
             words = extended_to_words(d.ids, self.tgt_vocab, e.oovs)
             t = Translation(sentence, [Hypothesis(detokenize(words), d.ids, d.score, d.log_prob)])
-            if return_attention:
+            if return_attention:  # one row per decoded step: </s> only if the search wrote it
+                ended = d.p_gen.numel() == len(d.ids) + 1  # not cut by the length limit
                 t.source_pieces = [*tokenize(sentence), "</s>"]
-                t.target_pieces = [*words, "</s>"]
+                t.target_pieces = [*words, "</s>"] if ended else words
                 t.attention = {"cross": d.attention}  # (T, S)
                 t.p_gen = d.p_gen  # (T,)
-                t.copied = [i >= V for i in d.ids] + [False]  # (T,): </s> is generated
+                t.copied = [i >= V for i in d.ids] + ([False] if ended else [])  # (T,)
             out.append(t)
         return out
 

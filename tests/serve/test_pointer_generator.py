@@ -86,3 +86,20 @@ def test_serve_refuses_compile_with_an_ensemble_in_one_line(pointer_generator_di
     assert main(["serve", run, "--ensemble", run, "--compile"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "--compile" in err[0] and "drop --compile" in err[0]
+
+
+def test_an_output_cut_by_the_length_limit_has_no_end_row(pointer_generator_model):
+    """One row per decoded step: the rows, p_gen and the copies stay aligned when the
+    length limit stops the search before it writes </s>; whole outputs end in a </s> row."""
+    cut, whole = (
+        pointer_generator_model.translate_detailed(
+            NAMED, beam=2, return_attention=True, max_len_a=0.0, max_len_b=b
+        )
+        for b in (2, 20)
+    )
+    for t, full in zip(cut, whole):
+        assert t.target_pieces == full.target_pieces[:2] and "</s>" not in t.target_pieces
+        assert full.target_pieces[-1] == "</s>" and len(full.target_pieces) > 3
+        for r in (t, full):
+            rows = len(r.target_pieces)
+            assert r.attention["cross"].shape[0] == r.p_gen.numel() == len(r.copied) == rows
