@@ -106,8 +106,7 @@ def _cmd_translate(args: argparse.Namespace, stdin: TextIO | None = None) -> int
     data_dir = Path(args.data_dir) if args.data_dir else None
     loaded = load_run_or_ensemble(args, data_dir)
     translate = getattr(loaded.task, "translate_detailed", None)
-    if loaded.config.task == "copy_translation":  # the pointer-generator: refused up front
-        _refuse_for_pointer_generator(args)
+    _refuse_what_the_task_cannot(args, loaded)
     if translate is None:
         raise SeqlabError(
             f"{loaded.checkpoint}: task '{loaded.config.task}' does not translate "
@@ -142,17 +141,19 @@ def _cmd_translate(args: argparse.Namespace, stdin: TextIO | None = None) -> int
     return 0
 
 
-def _refuse_for_pointer_generator(args: argparse.Namespace) -> None:
-    """The flags a pointer-generator run cannot honour, refused in one line each: its search
-    keeps one hypothesis (``--nbest``) and it has no compiled step (``--compile``)."""
-    if args.nbest > 1:
+def _refuse_what_the_task_cannot(args: argparse.Namespace, loaded: Any) -> None:
+    """Flags the loaded task cannot honour, refused in one line each before decoding: more
+    hypotheses than its search keeps (``task.max_nbest``; the pointer-generator's: 1) and
+    ``--compile`` where its config has no compiled decoding (no ``test_compile``)."""
+    name, most = loaded.config.task, getattr(loaded.task, "max_nbest", None)
+    if most is not None and args.nbest > most:
         raise SeqlabError(
-            "--nbest: task 'copy_translation' keeps the best hypothesis only; drop --nbest"
+            f"--nbest: task '{name}' keeps at most {most} hypothesis per sentence; drop --nbest"
         )
-    if getattr(args, "compile", False):
-        raise SeqlabError(
-            "--compile: task 'copy_translation' has no compiled decoding; drop --compile"
-        )
+    if getattr(args, "compile", False) and not hasattr(
+        getattr(loaded.task, "cfg", None), "test_compile"
+    ):
+        raise SeqlabError(f"--compile: task '{name}' has no compiled decoding; drop --compile")
 
 
 def print_file_scores(result: dict[str, Any], as_json: bool = False) -> None:

@@ -311,11 +311,12 @@ def create_app(loaded: Any, limits: Limits | None = None, precision: str = "fp32
 
         @app.post("/translate")
         async def translate(body: models.Translate) -> dict[str, Any]:
-            if body.nbest > 1 and server.task == "copy_translation":
+            most = getattr(server.loaded.task, "max_nbest", None)  # the pointer-generator: 1
+            if most is not None and body.nbest > most:
                 raise ServeError(
                     422,
-                    f"nbest: {body.nbest} asked, but a pointer-generator (copy_translation) "
-                    "keeps its best hypothesis only: send nbest 1",
+                    f"nbest: {body.nbest} asked, but a '{server.task}' model keeps at most "
+                    f"{most} hypothesis: send nbest {most}",
                     "nbest",
                 )
             if body.coverage_penalty and body.beam > 1:

@@ -124,6 +124,7 @@ class CopyTranslationTask(Task):
 
     pad_id = PAD_ID
     inference_methods = ("translate", "translate_detailed", "explain")
+    max_nbest = 1  # the search keeps its best hypothesis only (``seqlab translate``, serve)
 
     # ------------------------------------------------------------------ data
 
@@ -450,7 +451,7 @@ class CopyTranslationTask(Task):
         setting left None is the task config's."""
         if isinstance(sentences, str):
             raise TypeError("pass a list of sentences, e.g. [text]")
-        if nbest != 1:
+        if nbest != self.max_nbest:
             raise SeqlabError(
                 f"nbest {nbest}: the pointer-generator's search returns its best "
                 "hypothesis only; ask for nbest 1"

@@ -165,13 +165,11 @@ class CopyDecoded:
     ranked by (beam: log P / lp; greedy: log P) and ``log_prob``: log P(Y), both under the
     distribution the search read (with ``unk_to_copy``, ``<unk>``'s mass moved to the
     copies). Teacher-forced on the decoded steps (EOS included, before ``replace_unk``):
-    ``p_gen_mean``, ``p_gen`` (T,) and the attention a^t (T, S), S = the source's ids with
-    its EOS."""
+    ``p_gen`` (T,) and the attention a^t (T, S), S = the source's ids with its EOS."""
 
     ids: list[int]
     score: float
     log_prob: float
-    p_gen_mean: float
     p_gen: Tensor
     attention: Tensor
 
@@ -188,7 +186,7 @@ def decode_copy(
 ) -> list[tuple[list[int], float]]:
     """Decode each example with greedy (beam 1) or beam search over the extended
     vocabulary; returns, in input order, (extended ids without EOS, mean p_gen of its
-    steps): ``decode_copy_detailed``'s ``ids`` and ``p_gen_mean``."""
+    steps): ``decode_copy_detailed``'s ``ids`` and the mean of its ``p_gen``."""
     decoded = decode_copy_detailed(
         model,
         examples,
@@ -199,7 +197,7 @@ def decode_copy(
         coverage_penalty,
         coverage_words,
     )
-    return [(d.ids, d.p_gen_mean) for d in decoded]
+    return [(d.ids, float(d.p_gen.mean())) for d in decoded]
 
 
 @torch.no_grad()
@@ -275,19 +273,16 @@ def decode_copy_detailed(
             tokens, lens = res.tokens[:, 0], res.lengths[:, 0]  # (B, T), (B,)
             scores, log_probs = res.scores[:, 0], res.log_probs[:, 0]  # (B,), (B,)
         ids = [row[:n] for row, n in zip(tokens.tolist(), lens.tolist())]
-        p_gen, p_gen_steps, attention = _decoded_steps(
-            model, src, src_mask, src_ext, n_oov, ids, extras
-        )
-        for b, i in enumerate(batch):
+        p_gen, attention = _decoded_steps(model, src, src_mask, src_ext, n_oov, ids, extras)
+        for b, (i, score, log_prob) in enumerate(zip(batch, scores.tolist(), log_probs.tolist())):
             row, steps, n_s = ids[b], len(ids[b]), len(examples[i].src_ids)
             if replace_unk:
                 row = replace_unk_by_attention(row, attention[b], examples[i].src_ext)
             out[i] = CopyDecoded(
                 row[:-1] if row and row[-1] == EOS_ID else row,
-                float(scores[b]),
-                float(log_probs[b]),
-                p_gen[b],
-                p_gen_steps[b, :steps],
+                score,
+                log_prob,
+                p_gen[b, :steps],
                 attention[b, :steps, :n_s],
             )
     return out  # type: ignore[return-value]
@@ -301,15 +296,14 @@ def _decoded_steps(
     n_oov: int,
     ids: list,
     extras: dict | None = None,
-) -> tuple[list[float], Tensor, Tensor]:
-    """Teacher-forced on the decoded rows: the mean p_gen of each row's steps, p_gen and
-    the attention a^t of every step (row t emitted ids[t]).
+) -> tuple[Tensor, Tensor]:
+    """Teacher-forced on the decoded rows: p_gen and the attention a^t of every step (row t
+    emitted ids[t]; the padded steps after a row's end are to be cut off by its length).
 
     ``extras``: the encoder's optional inputs (``source_inputs``: n-grams, statistics).
-    Shapes: src, src_mask, src_ext (B, S) -> B floats, p_gen (B, T), attention (B, T, S)
+    Shapes: src, src_mask, src_ext (B, S) -> p_gen (B, T), attention (B, T, S)
     """
     y, n = pad_batch([[BOS_ID, *row[:-1]] if row else [BOS_ID] for row in ids], PAD_ID)  # (B, T)
     y, mask = y.to(src.device), padding_mask(n).to(src.device)  # (B, T)
     out = model(src, src_mask, y, mask, src_ext, n_oov, details=True, **(extras or {}))
-    p_gen = ((out.p_gen * mask).sum(1) / mask.sum(1)).tolist()  # (B,)
-    return p_gen, out.p_gen.detach().cpu(), out.attention.cpu()  # B, (B, T), (B, T, S)
+    return out.p_gen.detach().cpu(), out.attention.cpu()  # (B, T), (B, T, S)

@@ -229,7 +229,9 @@ class LMInference:
             out = model(x, None)  # logits (1, T, V)
         finally:
             model.train(was_training)
-        if type(model).__name__ == "LMEnsemble":  # seqlab.models.lm_ensemble
+        from seqlab.models.lm_ensemble import LMEnsemble
+
+        if isinstance(model, LMEnsemble):
             raise SeqlabError(
                 "an ensemble of language models has no single pointer gate to explain: "
                 "explain one run (without --ensemble)"

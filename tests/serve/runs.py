@@ -32,16 +32,23 @@ def _train(cfg: dict[str, Any], root: Path, steps: int) -> Path:
     return root / "run"
 
 
-def translation_run(root: Path, steps: int = 150) -> Path:
-    """Transformer (d 32, 1 + 1 layers) on lexicon pairs ``der hund läuft.`` → ``the dog
-    runs.``; the data files stay in ``root`` (loading a translation run reads them)."""
+def _write_pairs(root: Path, make_pairs: Any, n_valid: int) -> dict[str, str]:
+    """``root/{train,valid}.{de,en}`` from ``make_pairs(n, seed)`` (400 training pairs of
+    seed 0, ``n_valid`` of seed 1) → the task's ``train_src`` … ``valid_tgt`` paths."""
     files = {}
-    for split, n, seed in [("train", 400, 0), ("valid", 20, 1)]:
-        pairs = _pairs(n, seed)
+    for split, n, seed in [("train", 400, 0), ("valid", n_valid, 1)]:
+        pairs = make_pairs(n, seed)
         for side, lang, i in (("src", "de", 0), ("tgt", "en", 1)):
             path = root / f"{split}.{lang}"
             path.write_text("".join(p[i] + "\n" for p in pairs), encoding="utf-8")
             files[f"{split}_{side}"] = str(path)
+    return files
+
+
+def translation_run(root: Path, steps: int = 150) -> Path:
+    """Transformer (d 32, 1 + 1 layers) on lexicon pairs ``der hund läuft.`` → ``the dog
+    runs.``; the data files stay in ``root`` (loading a translation run reads them)."""
+    files = _write_pairs(root, _pairs, n_valid=20)
     cfg = {
         "task": {"name": "translation", "data": "files", **files, "vocab_size": 60,
                  "cache_dir": str(root / "spm"), "valid_bleu_sentences": 10},
@@ -57,13 +64,7 @@ def pointer_generator_run(root: Path, steps: int = 150) -> Path:
     """Pointer-generator (copy_translation) on ``Ein Mann namens Boa läuft.`` → ``A man named
     Boa runs.``: 30 invented names, none in the 13-word target vocabulary, so each name is
     produced by copying it (tests/tasks/test_copy_translation.py's data and model)."""
-    files = {}
-    for split, n, seed in [("train", 400, 0), ("valid", 30, 1)]:
-        pairs = _named_pairs(n, seed)
-        for side, lang, i in (("src", "de", 0), ("tgt", "en", 1)):
-            path = root / f"{split}.{lang}"
-            path.write_text("".join(p[i] + "\n" for p in pairs), encoding="utf-8")
-            files[f"{split}_{side}"] = str(path)
+    files = _write_pairs(root, _named_pairs, n_valid=30)
     return _train(_pointer_generator_config(files, steps), root, steps)
 
 
