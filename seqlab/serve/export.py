@@ -1,25 +1,28 @@
-"""``seqlab export``: a Transformer translation checkpoint as TorchScript or ONNX — the
+"""``seqlab export``: a translation checkpoint (the Transformer, and the RNN
+encoder–decoders of ``seqlab.serve.export_rnn``) as TorchScript or ONNX — the
 encoder and one decoder step with its state as explicit tensors — plus reference loops
 that run the exported step: ``greedy_exported`` and ``beam_exported`` (seqlab's own
 ``beam_search`` driving the exported files through ``ExportedDecoder``), checked equal
 to eager decoding in tests/serve/test_export.py.
 
-Files written to ``out`` (``.pt`` for TorchScript, ``.onnx`` for ONNX):
+Files written to ``out`` (``.pt`` for TorchScript, ``.onnx`` for ONNX), for the Transformer:
 
     encoder      (src (B, S) long, src_mask (B, S) bool)
                  -> memory (B, S, D), cross_k (L, B, H, S, Dh), cross_v (L, B, H, S, Dh)
     step         (y_prev (B,) long, src_mask (B, S) bool, self_k (L, B, H, t, Dh),
                   self_v (L, B, H, t, Dh), cross_k, cross_v)
                  -> logits (B, V), self_k (L, B, H, t+1, Dh), self_v (L, B, H, t+1, Dh)
-    export.json  format, model config, vocabulary sizes, BOS / EOS / PAD ids
+    export.json  format, model config, vocabulary sizes, BOS / EOS / PAD ids, the
+                 encoder's and the step's input / output names, the state's layout
 
 The self-attention caches start empty (t = 0). TorchScript files are traced
 (``torch.jit.trace``): the cache length and the positional offset stay dynamic because
 they are read from the cache's shape. ONNX files come from ``torch.onnx.export(dynamo=True)``
 with B, S and t declared dynamic (needs the ``onnx`` and ``onnxscript`` packages;
-``onnxruntime`` runs them in ``load_exported``). Other model families (RNN seq2seq with
-attention history, ConvS2S buffers) keep Python structures in their state and are
-refused with a clear error.
+``onnxruntime`` runs them in ``load_exported``). The RNN encoder–decoders' state is a
+dataclass of named tensors, exported field by field (``export_rnn``). ConvS2S (its
+buffers of past inputs) and the pointer-generator (its per-batch extended vocabulary)
+are refused with a clear error.
 """
 
 from __future__ import annotations
@@ -42,6 +45,14 @@ from seqlab.decode.state import DecodeResult
 from seqlab.errors import SeqlabError
 from seqlab.nn.multihead import KVCache
 from seqlab.nn.transformer_decoder import DecoderLayerState, TransformerDecoderState
+from seqlab.serve.export_rnn import (
+    RNN_MODELS,
+    FieldsDriver,
+    FieldsState,
+    check_exportable,
+    field_layout,
+)
+from seqlab.serve.export_rnn import write as write_fields
 
 
 class _Encoder(nn.Module):
@@ -92,12 +103,16 @@ STEP_IO = (
 def _check(loaded: Any, fmt: str) -> None:
     if fmt not in FORMATS:
         raise SeqlabError(f"export: unknown format {fmt!r}: use torchscript or onnx")
-    if loaded.config.task != "translation" or loaded.config.model != "transformer":
+    model = loaded.config.model
+    if loaded.config.task != "translation" or model not in ("transformer", *RNN_MODELS):
         raise SeqlabError(
-            f"export: a '{loaded.config.model}' model of task '{loaded.config.task}' cannot be "
-            "exported: only Transformer translation checkpoints have an exportable decoder "
-            "step (their state is plain tensors); serve the others with seqlab serve"
+            f"export: a '{model}' model of task '{loaded.config.task}' cannot be "
+            "exported: only translation checkpoints of the Transformer and the RNN "
+            f"encoder-decoders ({', '.join(RNN_MODELS)}) have an exportable decoder step "
+            "(their state is plain tensors); serve the others with seqlab serve"
         )
+    if model in RNN_MODELS:
+        check_exportable(loaded.model, model)
     if fmt == "onnx":
         try:
             import onnx  # noqa: F401
@@ -142,32 +157,19 @@ def export(loaded: Any, out: str | Path, fmt: str = "torchscript") -> list[Path]
     """Write the encoder, the decoder step and ``export.json`` to ``out``; their paths."""
     _check(loaded, fmt)
     model = loaded.model.eval().cpu()
-    enc_inputs, step_inputs = _examples(model)
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     ext = FORMATS[fmt]
     paths = [out / f"encoder{ext}", out / f"step{ext}", out / "export.json"]
-    with warnings.catch_warnings():
-        # shape checks in the layers become constants of the trace; the test proves the
-        # exported step equal to the eager one at other batch sizes and cache lengths
-        warnings.simplefilter("ignore", torch.jit.TracerWarning)
-        warnings.simplefilter("ignore", DeprecationWarning)  # torch 2.13: TorchScript too
-        if fmt == "torchscript":
-            torch.jit.trace(_Encoder(model), enc_inputs, check_trace=False).save(str(paths[0]))
-            torch.jit.trace(_Step(model), step_inputs, check_trace=False).save(str(paths[1]))
-        else:
-            B, S, t = torch.export.Dim("B"), torch.export.Dim("S"), torch.export.Dim("t")
-            dims = {
-                "src": {0: B, 1: S},
-                "src_mask": {0: B, 1: S},
-                "y_prev": {0: B},
-                "self_k": {1: B, 3: t},
-                "self_v": {1: B, 3: t},
-                "cross_k": {1: B, 3: S},
-                "cross_v": {1: B, 3: S},
-            }
-            _onnx(_Encoder(model), enc_inputs, ENCODER_IO, dims, paths[0])
-            _onnx(_Step(model), step_inputs, STEP_IO, dims, paths[1])
+    if loaded.config.model in RNN_MODELS:
+        layout = field_layout(model)
+        encoder_io, step_io = write_fields(model, layout, fmt, paths)
+        state = layout.to_json()
+    else:
+        _write_transformer(model, fmt, paths)
+        encoder_io = {"inputs": ENCODER_IO[0], "outputs": ENCODER_IO[1]}
+        step_io = {"inputs": STEP_IO[0], "outputs": STEP_IO[1]}
+        state = {"layout": "kv_cache"}
     meta = {
         "format": fmt,
         "model": loaded.config.model,
@@ -176,56 +178,103 @@ def export(loaded: Any, out: str | Path, fmt: str = "torchscript") -> list[Path]
         "bos_id": BOS_ID,
         "eos_id": EOS_ID,
         "pad_id": PAD_ID,
-        "encoder": {"inputs": ENCODER_IO[0], "outputs": ENCODER_IO[1]},
-        "step": {"inputs": STEP_IO[0], "outputs": STEP_IO[1]},
+        "encoder": encoder_io,
+        "step": step_io,
+        "state": state,
     }
     paths[2].write_text(json.dumps(meta, indent=1) + "\n", encoding="utf-8")
     return paths
 
 
-class _OnnxRunner:
-    """An onnxruntime session called like the TorchScript module: tensors in and out."""
+def _write_transformer(model: nn.Module, fmt: str, paths: list[Path]) -> None:
+    enc_inputs, step_inputs = _examples(model)
+    with warnings.catch_warnings():
+        # shape checks in the layers become constants of the trace; the test proves the
+        # exported step equal to the eager one at other batch sizes and cache lengths
+        warnings.simplefilter("ignore", torch.jit.TracerWarning)
+        warnings.simplefilter("ignore", DeprecationWarning)  # torch 2.13: TorchScript too
+        if fmt == "torchscript":
+            torch.jit.trace(_Encoder(model), enc_inputs, check_trace=False).save(str(paths[0]))
+            torch.jit.trace(_Step(model), step_inputs, check_trace=False).save(str(paths[1]))
+            return
+        B, S, t = torch.export.Dim("B"), torch.export.Dim("S"), torch.export.Dim("t")
+        dims = {
+            "src": {0: B, 1: S},
+            "src_mask": {0: B, 1: S},
+            "y_prev": {0: B},
+            "self_k": {1: B, 3: t},
+            "self_v": {1: B, 3: t},
+            "cross_k": {1: B, 3: S},
+            "cross_v": {1: B, 3: S},
+        }
+        _onnx(_Encoder(model), enc_inputs, ENCODER_IO, dims, paths[0])
+        _onnx(_Step(model), step_inputs, STEP_IO, dims, paths[1])
 
-    def __init__(self, path: Path) -> None:
+
+class _OnnxRunner:
+    """An onnxruntime session called like the TorchScript module: tensors in and out.
+
+    ``inputs`` are the declared input names (``export.json``), in call order; the
+    exporter drops an input the graph never reads (an RNN step's last attention weights,
+    which it only writes), so each tensor is fed by its name, and unread ones are skipped.
+    """
+
+    def __init__(self, path: Path, inputs: list[str]) -> None:
         import onnxruntime
 
         self.session = onnxruntime.InferenceSession(str(path))
-        self.names = [i.name for i in self.session.get_inputs()]
+        self.inputs = inputs
+        self.read = {i.name for i in self.session.get_inputs()}
 
-    def __call__(self, *inputs: Tensor) -> tuple[Tensor, ...]:
-        feed = {name: x.numpy() for name, x in zip(self.names, inputs)}
+    def __call__(self, *tensors: Tensor) -> tuple[Tensor, ...]:
+        feed = {n: x.numpy() for n, x in zip(self.inputs, tensors) if n in self.read}
         return tuple(torch.from_numpy(y) for y in self.session.run(None, feed))
 
 
-def load_exported(folder: str | Path) -> tuple[Any, Any]:
+class ExportedModule:
+    """One exported file (TorchScript module or onnxruntime session) as a callable of
+    tensors returning a tuple of tensors, with its folder's ``export.json`` as ``meta``."""
+
+    def __init__(self, run: Any, meta: dict[str, Any]) -> None:
+        self.run, self.meta = run, meta
+
+    def __call__(self, *inputs: Tensor) -> tuple[Tensor, ...]:
+        out = self.run(*inputs)
+        return tuple(out) if isinstance(out, (tuple, list)) else (out,)
+
+
+def load_exported(folder: str | Path) -> tuple[ExportedModule, ExportedModule]:
     """(encoder, step) callables of an ``export`` folder, either format: tensors in, a
-    tuple of tensors out (the signatures in the module doc)."""
+    tuple of tensors out (the signatures in ``export.json`` and the module docs)."""
     folder = Path(folder)
-    fmt = json.loads((folder / "export.json").read_text(encoding="utf-8"))["format"]
-    ext = FORMATS[fmt]
-    if fmt == "onnx":
-        return _OnnxRunner(folder / f"encoder{ext}"), _OnnxRunner(folder / f"step{ext}")
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", DeprecationWarning)
-        return torch.jit.load(str(folder / f"encoder{ext}")), torch.jit.load(
-            str(folder / f"step{ext}")
-        )
+    meta = json.loads((folder / "export.json").read_text(encoding="utf-8"))
+    ext = FORMATS[meta["format"]]
+    files = folder / f"encoder{ext}", folder / f"step{ext}"
+    if meta["format"] == "onnx":
+        names = meta["encoder"]["inputs"], meta["step"]["inputs"]
+        encoder, step = (_OnnxRunner(f, n) for f, n in zip(files, names))
+    else:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", DeprecationWarning)
+            encoder, step = (torch.jit.load(str(f)) for f in files)
+    return ExportedModule(encoder, meta), ExportedModule(step, meta)
 
 
 @torch.no_grad()
 def greedy_exported(
     encoder: Any, step: Any, src: Tensor, src_mask: Tensor, max_len: int
 ) -> tuple[Tensor, Tensor]:
-    """Reference greedy loop over the exported step: tokens (B, T) (PAD after EOS) and
-    log P (B,). Shapes: src, src_mask (B, S)."""
-    _, cross_k, cross_v = encoder(src, src_mask)
-    L, B, H, _, Dh = cross_k.shape
-    self_k = self_v = cross_k.new_zeros(L, B, H, 0, Dh)  # (L, B, H, 0, Dh)
+    """Reference greedy loop over the exported step (any exported family, through
+    ``ExportedDecoder``): tokens (B, T) (PAD after EOS) and log P (B,).
+    Shapes: src, src_mask (B, S)."""
+    decoder = ExportedDecoder(encoder, step)
+    state = decoder.init_state(src, src_mask)
+    B = src.size(0)
     y = torch.full((B,), BOS_ID, dtype=torch.long)  # (B,)
     done = torch.zeros(B, dtype=torch.bool)  # (B,)
     tokens, log_p = [], torch.zeros(B)
     for _ in range(max_len):
-        logits, self_k, self_v = step(y, src_mask, self_k, self_v, cross_k, cross_v)  # (B, V)
+        logits, state = decoder.step(y, state)  # (B, V)
         lp = torch.log_softmax(logits.float(), -1)  # (B, V)
         y = lp.argmax(-1)  # (B,)
         log_p += torch.where(done, 0.0, lp.gather(1, y[:, None])[:, 0])  # (B,)
@@ -274,20 +323,30 @@ class ExportedState:
 class ExportedDecoder:
     """The exported encoder and step behind the decoder-step contract
     (``seqlab.decode.state.StepDecoder``), so ``greedy`` / ``beam_search`` run on them
-    unchanged: ``init_state`` runs the exported encoder, ``step`` the exported step."""
+    unchanged: ``init_state`` runs the exported encoder, ``step`` the exported step. The
+    state's layout comes from ``export.json`` (``step.meta``, set by ``load_exported``):
+    the Transformer's caches (``ExportedState``) or an RNN's named fields
+    (``seqlab.serve.export_rnn.FieldsState``)."""
 
     def __init__(self, encoder: Any, step: Any) -> None:
         self.encoder, self.exported_step = encoder, step
+        meta = getattr(step, "meta", None) or {}
+        layout = meta.get("state", {}).get("layout", "kv_cache")
+        self.fields = FieldsDriver(meta) if layout == "fields" else None
 
-    def init_state(self, src: Tensor, src_mask: Tensor) -> ExportedState:
-        """Encoder outputs and empty self-attention caches.  src, src_mask (B, S)."""
+    def init_state(self, src: Tensor, src_mask: Tensor) -> ExportedState | FieldsState:
+        """Encoder outputs (and empty self-attention caches).  src, src_mask (B, S)."""
+        if self.fields is not None:
+            return self.fields.init_state(self.encoder, src, src_mask)
         _, cross_k, cross_v = self.encoder(src, src_mask)  # (L, B, H, S, Dh) each
         L, B, H, _, Dh = cross_k.shape
         empty = cross_k.new_zeros(L, B, H, 0, Dh)  # (L, B, H, 0, Dh)
         return ExportedState(empty, empty.clone(), cross_k, cross_v, src_mask)
 
-    def step(self, y_prev: Tensor, state: ExportedState) -> tuple[Tensor, ExportedState]:
-        """y_prev (B,) long -> logits (B, V), the state with caches one position longer."""
+    def step(self, y_prev: Tensor, state: Any) -> tuple[Tensor, Any]:
+        """y_prev (B,) long -> logits (B, V), the next state."""
+        if self.fields is not None:
+            return self.fields.step(self.exported_step, y_prev, state)
         logits, self_k, self_v = self.exported_step(
             y_prev, state.src_mask, state.self_k, state.self_v, state.cross_k, state.cross_v
         )

@@ -60,6 +60,29 @@ def translation_run(root: Path, steps: int = 150) -> Path:
     return _train(cfg, root, steps)
 
 
+RNN_MODELS: dict[str, dict[str, Any]] = {
+    # small, and each with the state its family can have: Luong's 2 layers, bidirectional
+    # encoder and input feeding; Bahdanau's static annotations and keys; Sutskever's
+    # reversed source; Cho's static summary c (dropout 0: the exported step is eval mode)
+    "luong": {"emb_dim": 16, "hidden_size": 24, "layers": 2, "bidirectional_encoder": True},
+    "bahdanau": {"emb_dim": 16, "hidden_size": 20, "attn_dim": 12, "readout_dim": 10},
+    "sutskever": {"emb_dim": 16, "hidden_size": 24, "layers": 2, "reverse_source": True},
+    "cho": {"emb_dim": 16, "hidden_size": 20, "readout_dim": 10},
+}
+
+
+def rnn_translation_run(root: Path, model: str, steps: int = 60) -> Path:
+    """An RNN encoder–decoder (``RNN_MODELS[model]``) on ``translation_run``'s lexicon pairs."""
+    files = _write_pairs(root, _pairs, n_valid=20)
+    cfg = {
+        "task": {"name": "translation", "data": "files", **files, "vocab_size": 60,
+                 "cache_dir": str(root / "spm"), "valid_bleu_sentences": 10},
+        "model": {"name": model, **RNN_MODELS[model], "dropout": 0.0},
+        "train": {"batch": {"max_tokens": 512}},
+    }  # fmt: skip
+    return _train(cfg, root, steps)
+
+
 def pointer_generator_run(root: Path, steps: int = 150) -> Path:
     """Pointer-generator (copy_translation) on ``Ein Mann namens Boa läuft.`` → ``A man named
     Boa runs.``: 30 invented names, none in the 13-word target vocabulary, so each name is

@@ -55,18 +55,24 @@ def test_exported_step_equals_eager_at_every_length(translation_model, exported)
     assert self_k.shape[3] == 6
 
 
-def test_reference_greedy_loop_equals_eager_greedy(translation_model, exported):
-    task = translation_model.task
+def check_greedy_equals_eager(loaded, exported):
+    """Sentence by sentence: the exported greedy loop's tokens, text and log P are the
+    eager greedy decode's (``loaded``: a translation run, ``exported``: its files)."""
+    task = loaded.task
     settings = SearchSettings(beam=1)
     for sentence in SENTENCES:
         ids, src, src_mask = _batch(task, [sentence])
-        (((want, _, want_lp),),) = decode_ids(translation_model.model, ids, settings)
+        (((want, _, want_lp),),) = decode_ids(loaded.model, ids, settings)
         limit = length_limit(len(ids[0]) - 1, settings.max_len_a, settings.max_len_b)
         tokens, log_p = greedy_exported(*exported, src, src_mask, limit)
         got = [t for t in tokens[0].tolist() if t not in (EOS_ID, PAD_ID)]
         assert got == want
-        assert task.tgt_tok.decode(got) == translation_model.translate([sentence], beam=1)[0]
+        assert task.tgt_tok.decode(got) == loaded.translate([sentence], beam=1)[0]
         assert float(log_p[0]) == pytest.approx(want_lp, abs=1e-4)
+
+
+def test_reference_greedy_loop_equals_eager_greedy(translation_model, exported):
+    check_greedy_equals_eager(translation_model, exported)
 
 
 def _limits(ids):
