@@ -100,19 +100,18 @@ STEP_IO = (
 )
 
 
-def _check(loaded: Any, fmt: str) -> None:
+def _check(task: str, name: str, model: nn.Module, fmt: str) -> None:
     if fmt not in FORMATS:
         raise SeqlabError(f"export: unknown format {fmt!r}: use torchscript or onnx")
-    model = loaded.config.model
-    if loaded.config.task != "translation" or model not in ("transformer", *RNN_MODELS):
+    if task != "translation" or name not in ("transformer", *RNN_MODELS):
         raise SeqlabError(
-            f"export: a '{model}' model of task '{loaded.config.task}' cannot be "
+            f"export: a '{name}' model of task '{task}' cannot be "
             "exported: only translation checkpoints of the Transformer and the RNN "
             f"encoder-decoders ({', '.join(RNN_MODELS)}) have an exportable decoder step "
             "(their state is plain tensors); serve the others with seqlab serve"
         )
-    if model in RNN_MODELS:
-        check_exportable(loaded.model, model)
+    if name in RNN_MODELS:
+        check_exportable(model, name)
     if fmt == "onnx":
         try:
             import onnx  # noqa: F401
@@ -152,16 +151,45 @@ def _examples(model: nn.Module) -> tuple[tuple[Tensor, ...], tuple[Tensor, ...]]
     return (src, src_mask), (y, src_mask, self_kv, self_kv.clone(), cross_k, cross_v)
 
 
-@torch.no_grad()
 def export(loaded: Any, out: str | Path, fmt: str = "torchscript") -> list[Path]:
-    """Write the encoder, the decoder step and ``export.json`` to ``out``; their paths."""
-    _check(loaded, fmt)
-    model = loaded.model.eval().cpu()
-    out = Path(out)
+    """Write a loaded run's encoder, decoder step and ``export.json`` to ``out``; their
+    paths."""
+    config = loaded.config
+    vocab = {k: v for k, v in loaded.task.model_kwargs().items() if k != "pad_id"}
+    info = {"config": config.to_dict()["model"], "vocab_sizes": vocab}
+    return export_model(loaded.model, config.model, out, fmt, task=config.task, info=info)
+
+
+@torch.no_grad()
+def export_model(
+    model: nn.Module,
+    name: str,
+    out: str | Path,
+    fmt: str = "torchscript",
+    task: str = "translation",
+    info: dict[str, Any] | None = None,
+) -> list[Path]:
+    """Write ``model`` (a translation model of family ``name``) as encoder, decoder step
+    and ``export.json`` (with ``info`` merged in) to ``out``; their paths. Nothing is
+    written when the model cannot be exported. The model is traced in eval mode on the
+    CPU and left in the mode and on the device it came in (an exporter that restores
+    the mode of a fresh wrapper module would otherwise leave it in training mode)."""
+    _check(task, name, model, fmt)
+    was_training = model.training
+    device = next(model.parameters()).device
+    try:
+        return _export_eval(model.eval().cpu(), name, Path(out), fmt, info)
+    finally:
+        model.train(was_training).to(device)
+
+
+def _export_eval(
+    model: nn.Module, name: str, out: Path, fmt: str, info: dict[str, Any] | None
+) -> list[Path]:
     out.mkdir(parents=True, exist_ok=True)
     ext = FORMATS[fmt]
     paths = [out / f"encoder{ext}", out / f"step{ext}", out / "export.json"]
-    if loaded.config.model in RNN_MODELS:
+    if name in RNN_MODELS:
         layout = field_layout(model)
         encoder_io, step_io = write_fields(model, layout, fmt, paths)
         state = layout.to_json()
@@ -172,9 +200,8 @@ def export(loaded: Any, out: str | Path, fmt: str = "torchscript") -> list[Path]
         state = {"layout": "kv_cache"}
     meta = {
         "format": fmt,
-        "model": loaded.config.model,
-        "config": loaded.config.to_dict()["model"],
-        "vocab_sizes": {k: v for k, v in loaded.task.model_kwargs().items() if k != "pad_id"},
+        "model": name,
+        **(info or {}),
         "bos_id": BOS_ID,
         "eos_id": EOS_ID,
         "pad_id": PAD_ID,
@@ -188,14 +215,15 @@ def export(loaded: Any, out: str | Path, fmt: str = "torchscript") -> list[Path]
 
 def _write_transformer(model: nn.Module, fmt: str, paths: list[Path]) -> None:
     enc_inputs, step_inputs = _examples(model)
+    encoder, step = _Encoder(model).eval(), _Step(model).eval()  # eval: see export_model
     with warnings.catch_warnings():
         # shape checks in the layers become constants of the trace; the test proves the
         # exported step equal to the eager one at other batch sizes and cache lengths
         warnings.simplefilter("ignore", torch.jit.TracerWarning)
         warnings.simplefilter("ignore", DeprecationWarning)  # torch 2.13: TorchScript too
         if fmt == "torchscript":
-            torch.jit.trace(_Encoder(model), enc_inputs, check_trace=False).save(str(paths[0]))
-            torch.jit.trace(_Step(model), step_inputs, check_trace=False).save(str(paths[1]))
+            torch.jit.trace(encoder, enc_inputs, check_trace=False).save(str(paths[0]))
+            torch.jit.trace(step, step_inputs, check_trace=False).save(str(paths[1]))
             return
         B, S, t = torch.export.Dim("B"), torch.export.Dim("S"), torch.export.Dim("t")
         dims = {
@@ -207,8 +235,8 @@ def _write_transformer(model: nn.Module, fmt: str, paths: list[Path]) -> None:
             "cross_k": {1: B, 3: S},
             "cross_v": {1: B, 3: S},
         }
-        _onnx(_Encoder(model), enc_inputs, ENCODER_IO, dims, paths[0])
-        _onnx(_Step(model), step_inputs, STEP_IO, dims, paths[1])
+        _onnx(encoder, enc_inputs, ENCODER_IO, dims, paths[0])
+        _onnx(step, step_inputs, STEP_IO, dims, paths[1])
 
 
 class _OnnxRunner:
@@ -219,10 +247,18 @@ class _OnnxRunner:
     which it only writes), so each tensor is fed by its name, and unread ones are skipped.
     """
 
-    def __init__(self, path: Path, inputs: list[str]) -> None:
+    def __init__(self, path: Path, inputs: list[str], threads: int | None = None) -> None:
         import onnxruntime
 
-        self.session = onnxruntime.InferenceSession(str(path))
+        options = onnxruntime.SessionOptions()
+        # no busy-waiting between ops: torch's own OpenMP threads run between the calls
+        # (argmax, the search), and two spinning pools on the same cores starve each
+        # other (2 threads: 9.6 ms a Luong step with spinning, 3.6 ms without, this CPU)
+        options.add_session_config_entry("session.intra_op.allow_spinning", "0")
+        if threads is not None:  # else onnxruntime's default: one per physical core
+            options.intra_op_num_threads = threads
+            options.inter_op_num_threads = 1
+        self.session = onnxruntime.InferenceSession(str(path), options)
         self.inputs = inputs
         self.read = {i.name for i in self.session.get_inputs()}
 
@@ -243,16 +279,20 @@ class ExportedModule:
         return tuple(out) if isinstance(out, (tuple, list)) else (out,)
 
 
-def load_exported(folder: str | Path) -> tuple[ExportedModule, ExportedModule]:
+def load_exported(
+    folder: str | Path, threads: int | None = None
+) -> tuple[ExportedModule, ExportedModule]:
     """(encoder, step) callables of an ``export`` folder, either format: tensors in, a
-    tuple of tensors out (the signatures in ``export.json`` and the module docs)."""
+    tuple of tensors out (the signatures in ``export.json`` and the module docs).
+    ``threads``: onnxruntime's intra-op threads for ONNX files (None: its default, one
+    per physical core); TorchScript runs on torch's threads (``torch.set_num_threads``)."""
     folder = Path(folder)
     meta = json.loads((folder / "export.json").read_text(encoding="utf-8"))
     ext = FORMATS[meta["format"]]
     files = folder / f"encoder{ext}", folder / f"step{ext}"
     if meta["format"] == "onnx":
         names = meta["encoder"]["inputs"], meta["step"]["inputs"]
-        encoder, step = (_OnnxRunner(f, n) for f, n in zip(files, names))
+        encoder, step = (_OnnxRunner(f, n, threads) for f, n in zip(files, names))
     else:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", DeprecationWarning)

@@ -158,7 +158,7 @@ def example_inputs(
     src_mask = src != PAD_ID  # (2, 5)
     with torch.no_grad():  # distinct tensors: a tracer takes one tensor passed twice
         # (Luong's alpha and cov both start as the same zeros) for one input
-        fields = tuple(t.clone() for t in FieldsEncoder(model, layout)(src, src_mask))
+        fields = tuple(t.clone() for t in FieldsEncoder(model, layout).eval()(src, src_mask))
     mask = (src_mask,) if layout.has_mask else ()
     return (src, src_mask), (torch.tensor([BOS_ID, BOS_ID]), *mask, *fields)
 
@@ -170,7 +170,9 @@ def write(
     input/output names for ``export.json``."""
     enc_inputs, step_inputs = example_inputs(model, layout)
     (enc_in, enc_out), (step_in, step_out) = layout.io()
-    encoder, step = FieldsEncoder(model, layout), FieldsStep(model, layout)
+    # fresh wrappers are in training mode: an exporter that restores their mode after
+    # tracing would switch the model's dropout on with them
+    encoder, step = FieldsEncoder(model, layout).eval(), FieldsStep(model, layout).eval()
     with warnings.catch_warnings():
         # the encoder's length checks become constants of the trace; tests prove the
         # files equal to the eager model at other batch sizes and source lengths

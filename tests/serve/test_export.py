@@ -126,3 +126,14 @@ def test_cli_export_and_refusals(translation_dir, lm_model, tmp_path, capsys):
     assert main(["export", str(tmp_path / "missing")]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and err[0].startswith("seqlab: error: ")
+
+
+def test_onnx_export_leaves_the_model_in_its_mode(translation_model, tmp_path):
+    model = translation_model.model
+    try:
+        for training in (False, True):
+            model.train(training)
+            export(translation_model, tmp_path / str(training), fmt="onnx")
+            assert all(m.training == training for m in model.modules())
+    finally:
+        model.eval()

@@ -4,13 +4,13 @@ eager logits and state at every step, at another batch size and source length th
 was traced with; the reference greedy loop and seqlab's beam search over the exported
 step give the eager translations, scores and log P; beam 1 over the export equals its
 greedy loop; a GRU without a fused kernel is refused; of what C++ writes to stderr during
-an export only the exporter's notes on packed sequences are held back."""
+an export only the exporter's notes on packed sequences are held back; an export leaves
+the model in the mode it came in and traces it without dropout."""
 
 from __future__ import annotations
 
 import json
 import os
-from types import SimpleNamespace
 
 import pytest
 import torch
@@ -21,7 +21,14 @@ from seqlab.data.vocab import BOS_ID, EOS_ID, PAD_ID
 from seqlab.decode.beam import beam_search
 from seqlab.errors import SeqlabError
 from seqlab.models.cho import Cho, ChoConfig
-from seqlab.serve.export import beam_exported, export, greedy_exported, load_exported
+from seqlab.models.luong import Luong, LuongConfig
+from seqlab.serve.export import (
+    beam_exported,
+    export,
+    export_model,
+    greedy_exported,
+    load_exported,
+)
 from seqlab.serve.export_rnn import _without_packed_shape_notes
 from tests.serve import runs
 from tests.serve.test_api import SENTENCES
@@ -129,11 +136,8 @@ def test_a_gru_without_fused_kernel_is_refused(tmp_path):
     # Cho's paper GRU (reset before the recurrent matmul) runs the encoder as a Python loop
     # over time, which a trace would fix to one source length
     cfg = ChoConfig(emb_dim=8, hidden_size=8, readout_dim=4, reset_after=False, dropout=0.0)
-    loaded = SimpleNamespace(
-        config=SimpleNamespace(task="translation", model="cho"), model=Cho(cfg, 30, 40)
-    )
     with pytest.raises(SeqlabError, match="reset_after=False.*model.reset_after=true"):
-        export(loaded, tmp_path / "out")
+        export_model(Cho(cfg, 30, 40), "cho", tmp_path / "out")
     assert not (tmp_path / "out").exists()  # refused before anything is written
 
 
@@ -144,3 +148,22 @@ def test_only_the_exporters_packed_sequence_notes_are_held_back(capfd):
         os.write(2, b"a real error from C++\n")
         os.write(2, note.replace("PadPacked", "PackPadded").encode())
     assert capfd.readouterr().err == "a real error from C++\n"
+
+
+@pytest.mark.parametrize("fmt", ["torchscript", "onnx"])
+@pytest.mark.parametrize("training", [False, True])
+def test_export_leaves_the_model_in_its_mode(fmt, training, tmp_path):
+    # torch.onnx's TorchScript-based exporter restores the mode of the module it is
+    # given; given a fresh wrapper (training mode) it switched the model's dropout on
+    torch.manual_seed(0)
+    cfg = LuongConfig(emb_dim=8, hidden_size=8, layers=2, dropout=0.3)
+    model = Luong(cfg, 30, 40).train(training)
+    export_model(model, "luong", tmp_path / fmt, fmt)
+    assert [m.training for m in model.modules()] == [training] * len(list(model.modules()))
+    encoder, step = load_exported(tmp_path / fmt)
+    src = torch.tensor([[5, 6, 7, EOS_ID], [8, EOS_ID, PAD_ID, PAD_ID]])
+    fields = encoder(src, src != PAD_ID)
+    model.eval()
+    state = _state(model, src, src != PAD_ID)
+    for name, t in zip(step.meta["encoder"]["outputs"], fields):  # traced without dropout
+        torch.testing.assert_close(t, getattr(state, name), rtol=1e-5, atol=1e-6)
