@@ -316,14 +316,32 @@ class PointerGenerator(nn.Module):
         if self.src_gram_embed is not None:
             self._check_extra("src_grams", src_grams, src, "character n-grams", "G")
             assert src_grams is not None
-            B, S, G = src_grams.shape
-            z = self.src_gram_embed(src_grams.reshape(B * S, G)).view(B, S, -1)  # (B, S, E)
-            x = x + z.to(x.dtype)
+            x = x + self.gram_mean(src_grams).to(x.dtype)
         if self.src_stat_proj is not None:
             self._check_extra("src_stats", src_stats, src, "word statistics", "F")
             assert src_stats is not None
             x = x + self.src_stat_proj(src_stats.to(self.src_stat_proj.weight.dtype)).to(x.dtype)
         return self._drop(x)  # (B, S, E)
+
+    fused_gram_mean = True
+    """``gram_mean`` through ``nn.EmbeddingBag`` (True) or the readable masked mean, which
+    ONNX can export (its exporter has no EmbeddingBag with a padding id)."""
+
+    def gram_mean(self, src_grams: Tensor) -> Tensor:
+        """mean_{g ∈ G(w_i)} z_g over a word's n-gram ids, id 0 = none (not counted; a word
+        without n-grams gets 0). Fused: ``nn.EmbeddingBag(mode="mean", padding_idx=0)``;
+        readable: Σ_g [g ≠ 0] z_g / max(1, Σ_g [g ≠ 0]); equal (tests/models/
+        test_pointer_generator.py).
+
+        Shapes: src_grams (B, S, G) ids in [0, K] -> (B, S, E)
+        """
+        assert self.src_gram_embed is not None
+        B, S, G = src_grams.shape
+        if self.fused_gram_mean:
+            return self.src_gram_embed(src_grams.reshape(B * S, G)).view(B, S, -1)  # (B, S, E)
+        z = F.embedding(src_grams, self.src_gram_embed.weight)  # (B, S, G, E)
+        real = (src_grams != 0).unsqueeze(-1).to(z.dtype)  # (B, S, G, 1)
+        return (z * real).sum(2) / real.sum(2).clamp_min(1.0)  # (B, S, E)
 
     @staticmethod
     def _check_extra(name: str, value: Tensor | None, src: Tensor, what: str, dim: str) -> None:

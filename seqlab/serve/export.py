@@ -46,11 +46,14 @@ from seqlab.errors import SeqlabError
 from seqlab.nn.multihead import KVCache
 from seqlab.nn.transformer_decoder import DecoderLayerState, TransformerDecoderState
 from seqlab.serve.export_rnn import (
+    POINTER_GENERATOR,
     RNN_MODELS,
     FieldsDriver,
     FieldsState,
     check_exportable,
+    decode_rule,
     field_layout,
+    unk_rule,
 )
 from seqlab.serve.export_rnn import write as write_fields
 
@@ -100,17 +103,23 @@ STEP_IO = (
 )
 
 
+FAMILIES = {"transformer": "translation", **dict.fromkeys(RNN_MODELS, "translation"),
+            POINTER_GENERATOR: "copy_translation"}  # fmt: skip
+"""The model families with an exportable decoder step, and their task."""
+
+
 def _check(task: str, name: str, model: nn.Module, fmt: str) -> None:
     if fmt not in FORMATS:
         raise SeqlabError(f"export: unknown format {fmt!r}: use torchscript or onnx")
-    if task != "translation" or name not in ("transformer", *RNN_MODELS):
+    if FAMILIES.get(name) != task:
         raise SeqlabError(
-            f"export: a '{name}' model of task '{task}' cannot be "
-            "exported: only translation checkpoints of the Transformer and the RNN "
-            f"encoder-decoders ({', '.join(RNN_MODELS)}) have an exportable decoder step "
-            "(their state is plain tensors); serve the others with seqlab serve"
+            f"export: a '{name}' model of task '{task}' cannot be exported: only the "
+            f"Transformer and the RNN encoder-decoders ({', '.join(RNN_MODELS)}) of task "
+            "translation and the pointer-generator of task copy_translation have an "
+            "exportable decoder step (their state is plain tensors); serve the others "
+            "with seqlab serve"
         )
-    if name in RNN_MODELS:
+    if name != "transformer":
         check_exportable(model, name)
     if fmt == "onnx":
         try:
@@ -157,6 +166,8 @@ def export(loaded: Any, out: str | Path, fmt: str = "torchscript") -> list[Path]
     config = loaded.config
     vocab = {k: v for k, v in loaded.task.model_kwargs().items() if k != "pad_id"}
     info = {"config": config.to_dict()["model"], "vocab_sizes": vocab}
+    if config.model == POINTER_GENERATOR:  # the run's <unk> rule, applied at each step
+        info["decode"] = decode_rule(loaded.task.cfg, loaded.model.V_size)
     return export_model(loaded.model, config.model, out, fmt, task=config.task, info=info)
 
 
@@ -189,9 +200,9 @@ def _export_eval(
     out.mkdir(parents=True, exist_ok=True)
     ext = FORMATS[fmt]
     paths = [out / f"encoder{ext}", out / f"step{ext}", out / "export.json"]
-    if name in RNN_MODELS:
-        layout = field_layout(model)
-        encoder_io, step_io = write_fields(model, layout, fmt, paths)
+    if name != "transformer":
+        layout = field_layout(model, name)
+        encoder_io, step_io = write_fields(model, name, layout, fmt, paths)
         state = layout.to_json()
     else:
         _write_transformer(model, fmt, paths)
@@ -302,13 +313,19 @@ def load_exported(
 
 @torch.no_grad()
 def greedy_exported(
-    encoder: Any, step: Any, src: Tensor, src_mask: Tensor, max_len: int
+    encoder: Any,
+    step: Any,
+    src: Tensor,
+    src_mask: Tensor,
+    max_len: int,
+    extra: dict[str, Tensor] | None = None,
 ) -> tuple[Tensor, Tensor]:
     """Reference greedy loop over the exported step (any exported family, through
     ``ExportedDecoder``): tokens (B, T) (PAD after EOS) and log P (B,).
-    Shapes: src, src_mask (B, S)."""
+    Shapes: src, src_mask (B, S); ``extra``: the encoder's other inputs by name (the
+    pointer-generator's ``src_ext``, ``oov`` …; ``export.json``'s encoder inputs)."""
     decoder = ExportedDecoder(encoder, step)
-    state = decoder.init_state(src, src_mask)
+    state = decoder.init_state(src, src_mask, **(extra or {}))
     B = src.size(0)
     y = torch.full((B,), BOS_ID, dtype=torch.long)  # (B,)
     done = torch.zeros(B, dtype=torch.bool)  # (B,)
@@ -365,19 +382,26 @@ class ExportedDecoder:
     (``seqlab.decode.state.StepDecoder``), so ``greedy`` / ``beam_search`` run on them
     unchanged: ``init_state`` runs the exported encoder, ``step`` the exported step. The
     state's layout comes from ``export.json`` (``step.meta``, set by ``load_exported``):
-    the Transformer's caches (``ExportedState``) or an RNN's named fields
-    (``seqlab.serve.export_rnn.FieldsState``)."""
+    the Transformer's caches (``ExportedState``) or named fields
+    (``seqlab.serve.export_rnn.FieldsState``). A pointer-generator's decode-time rule
+    for ``<unk>`` (``export.json`` "decode": the run's ``unk_to_copy`` or ``block_unk``)
+    is applied to each step's log P as the task applies it."""
 
     def __init__(self, encoder: Any, step: Any) -> None:
         self.encoder, self.exported_step = encoder, step
         meta = getattr(step, "meta", None) or {}
         layout = meta.get("state", {}).get("layout", "kv_cache")
         self.fields = FieldsDriver(meta) if layout == "fields" else None
+        self.rule = unk_rule(meta.get("decode"))
 
-    def init_state(self, src: Tensor, src_mask: Tensor) -> ExportedState | FieldsState:
-        """Encoder outputs (and empty self-attention caches).  src, src_mask (B, S)."""
+    def init_state(
+        self, src: Tensor, src_mask: Tensor, **extra: Tensor
+    ) -> ExportedState | FieldsState:
+        """Encoder outputs (and empty self-attention caches).  src, src_mask (B, S);
+        ``extra``: the encoder's other inputs by name (the pointer-generator's)."""
         if self.fields is not None:
-            return self.fields.init_state(self.encoder, src, src_mask)
+            inputs = {"src": src, "src_mask": src_mask, **extra}
+            return self.fields.init_state(self.encoder, inputs)
         _, cross_k, cross_v = self.encoder(src, src_mask)  # (L, B, H, S, Dh) each
         L, B, H, _, Dh = cross_k.shape
         empty = cross_k.new_zeros(L, B, H, 0, Dh)  # (L, B, H, 0, Dh)
@@ -386,7 +410,8 @@ class ExportedDecoder:
     def step(self, y_prev: Tensor, state: Any) -> tuple[Tensor, Any]:
         """y_prev (B,) long -> logits (B, V), the next state."""
         if self.fields is not None:
-            return self.fields.step(self.exported_step, y_prev, state)
+            logits, state = self.fields.step(self.exported_step, y_prev, state)
+            return self.rule(logits), state
         logits, self_k, self_v = self.exported_step(
             y_prev, state.src_mask, state.self_k, state.self_v, state.cross_k, state.cross_v
         )
@@ -404,17 +429,19 @@ def beam_exported(
     n_best: int = 1,
     alpha: float = 0.0,
     min_len: int = 0,
+    extra: dict[str, Tensor] | None = None,
 ) -> DecodeResult:
     """Reference beam loop over the exported step: ``seqlab.decode.beam_search`` itself
     (same selection, length penalty, stop rule, per-input ``max_len``) driving
     ``ExportedDecoder``; the eager search's result for the same settings.
 
-    Shapes: src, src_mask (B, S); max_len int or (B,) long -> DecodeResult with tokens
-    (B, N, T), lengths, scores, log_probs (B, N)."""
+    Shapes: src, src_mask (B, S); max_len int or (B,) long; ``extra`` as in
+    ``greedy_exported`` -> DecodeResult with tokens (B, N, T), lengths, scores,
+    log_probs (B, N)."""
     decoder = ExportedDecoder(encoder, step)
     return beam_search(
         decoder,
-        decoder.init_state(src, src_mask),
+        decoder.init_state(src, src_mask, **(extra or {})),
         src.size(0),
         BOS_ID,
         EOS_ID,

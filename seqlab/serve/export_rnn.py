@@ -1,5 +1,6 @@
-"""``seqlab export`` for the RNN encoder–decoders (Sutskever, Cho, Bahdanau, Luong): the
-encoder and one decoder step with the decoder state as named tensors.
+"""``seqlab export`` for the RNN encoder–decoders (Sutskever, Cho, Bahdanau, Luong) and the
+pointer-generator: the encoder and one decoder step with the decoder state as named
+tensors.
 
 Each of these models keeps its decoder state in a dataclass of batch-first tensors
 (``BahdanauState``: s, h, U_a_h, src_mask, alpha, cov; ``LuongState``: h, c, h_tilde,
@@ -12,10 +13,14 @@ h_bar, keys_pre, src_mask, alpha, cov; …). The export flattens it by field nam
              -> logits (B, V), then each field the step changes (``<name>_out``)
 
 Fields declared ``static_field`` (annotations, precomputed keys, the summary c, the
-mask) are inputs of the step only: the step never changes them. Batch is dim 0 of every
-field; the fields with a source axis have it on dim 1 (found by encoding two source
-lengths). ``export.json`` lists the fields with their static flag and dynamic axes, and
-``FieldsState`` / ``seqlab.serve.export.ExportedDecoder`` drive them by name.
+mask) are inputs of the step only: the step never changes them. The pointer-generator's
+encoder also takes ``src_ext``, ``oov`` (B, n_oov; its width is n_oov, the state's int
+field, read as a traced size) and its n-gram / statistics inputs, and its step reads
+``src_mask``, ``src_ext`` and ``oov`` again (``FieldLayout.given`` / ``sizes``).
+Batch is dim 0 of every field; the fields with a source axis have it on dim 1 (found by
+encoding two source lengths). ``export.json`` lists the fields with their static flag
+and dynamic axes, and ``FieldsState`` / ``seqlab.serve.export.ExportedDecoder`` drive
+them by name.
 
 Formats: TorchScript (``torch.jit.trace``) and ONNX from the TorchScript-based exporter
 (``torch.onnx.export(dynamo=False)``), which writes the packed bidirectional encoder as
@@ -34,7 +39,7 @@ import os
 import sys
 import tempfile
 import warnings
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -42,36 +47,95 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
-from seqlab.data.vocab import BOS_ID, EOS_ID, PAD_ID
+from seqlab.data.vocab import BOS_ID, EOS_ID, PAD_ID, UNK_ID
 from seqlab.decode.state import is_static
 from seqlab.errors import SeqlabError
 from seqlab.nn.recurrent import Recurrent
 
 RNN_MODELS = ("sutskever", "cho", "bahdanau", "luong")
 MASK = "src_mask"
+POINTER_GENERATOR = "pointer_generator"
+SIZES = {"n_oov": "oov"}  # an int field of the state -> the input whose dim 1 is that int
+
+
+def encoder_inputs(model: nn.Module, name: str) -> list[str]:
+    """The exported encoder's inputs: the source and its mask; for the pointer-generator
+    also its extended ids ``src_ext`` (B, S), ``oov`` (B, n_oov) (only its width is read:
+    n_oov, the number of extended ids) and, when the model reads them, the character
+    n-gram ids ``src_grams`` (B, S, G) and word statistics ``src_stats`` (B, S, F)."""
+    if name != POINTER_GENERATOR:
+        return ["src", MASK]
+    extra = ["src_grams"] if model.src_gram_embed is not None else []
+    extra += ["src_stats"] if model.src_stat_proj is not None else []
+    return ["src", MASK, "src_ext", "oov", *extra]
+
+
+def encode_state(model: nn.Module, name: str, inputs: dict[str, Tensor]) -> Any:
+    """The model's initial decoder state for the encoder inputs ``inputs`` (by name)."""
+    src, src_mask = inputs["src"], inputs[MASK]
+    if name != POINTER_GENERATOR:
+        return model.init_state(model.encode(src, src_mask), src_mask)
+    memory = model.encode(
+        src,
+        src_mask,
+        inputs["src_ext"],
+        inputs["oov"].shape[1],  # n_oov, a traced size
+        src_grams=inputs.get("src_grams"),
+        src_stats=inputs.get("src_stats"),
+    )
+    return model.init_state(memory, src_mask)
+
+
+def example_batch(model: nn.Module, name: str, S: int) -> dict[str, Tensor]:
+    """Encoder inputs of 2 sources of S tokens (the second padded after 3), by name."""
+    row = [5 + i for i in range(S - 1)] + [EOS_ID]
+    src = torch.tensor([row, [5, 6, EOS_ID] + [PAD_ID] * (S - 3)])  # (2, S)
+    inputs = {"src": src, MASK: src != PAD_ID}
+    if name == POINTER_GENERATOR:
+        V = model.V_size
+        src_ext = src.clone()
+        src_ext[0, 1], src_ext[1, 0] = V, V + 1  # two source words outside the vocabulary
+        inputs["src_ext"] = src_ext
+        inputs["oov"] = torch.zeros(2, 2, dtype=torch.long)  # n_oov = 2
+        if model.src_gram_embed is not None:
+            K = model.src_gram_embed.num_embeddings - 1
+            grams = torch.arange(1, 2 * S * 3 + 1).remainder(K).add(1).view(2, S, 3)
+            inputs["src_grams"] = grams.masked_fill(src[..., None] == PAD_ID, 0)  # (2, S, 3)
+        if model.src_stat_proj is not None:
+            F_ = model.src_stat_proj.in_features
+            inputs["src_stats"] = torch.linspace(0, 1, 2 * S * F_).view(2, S, F_)
+    return {n: inputs[n] for n in encoder_inputs(model, name)}
 
 
 @dataclass(frozen=True)
 class FieldLayout:
-    """The decoder state's fields: names in dataclass order, which are static, which carry
-    the source axis on dim 1, and whether the state holds the source mask."""
+    """The exported signatures of one model: the encoder's inputs; the state's fields
+    that are encoder inputs (``given``: the mask, the pointer-generator's extended ids),
+    its int fields carried as the width of an input (``sizes``: n_oov as ``oov``), and
+    the rest (``names``, in dataclass order: the encoder's outputs), which of those are
+    static and which have the source axis on dim 1."""
 
     state_cls: type
-    names: tuple[str, ...]  # every field but src_mask
+    inputs: tuple[str, ...]
+    given: tuple[str, ...]
+    sizes: dict[str, str]
+    names: tuple[str, ...]
     static: frozenset[str]
-    source_axis: frozenset[str]  # fields whose dim 1 is S
-    has_mask: bool
+    source_axis: frozenset[str]
 
     @property
     def dynamic(self) -> tuple[str, ...]:
         return tuple(n for n in self.names if n not in self.static)
 
+    @property
+    def step_state_inputs(self) -> tuple[str, ...]:
+        return (*self.given, *self.sizes.values(), *self.names)
+
     def io(self) -> tuple[tuple[list[str], list[str]], tuple[list[str], list[str]]]:
         """(encoder inputs, outputs), (step inputs, outputs) as names."""
-        mask = [MASK] if self.has_mask else []
-        encoder = (["src", MASK], list(self.names))
-        step = (["y_prev", *mask, *self.names], ["logits", *(f"{n}_out" for n in self.dynamic)])
-        return encoder, step
+        encoder = (list(self.inputs), list(self.names))
+        outputs = ["logits", *(f"{n}_out" for n in self.dynamic)]
+        return encoder, (["y_prev", *self.step_state_inputs], outputs)
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -80,13 +144,9 @@ class FieldLayout:
                 {"name": n, "static": n in self.static, "source_axis": n in self.source_axis}
                 for n in self.names
             ],
-            "has_mask": self.has_mask,
+            "given": list(self.given),
+            "sizes": dict(self.sizes),
         }
-
-
-def _state(model: nn.Module, src: Tensor) -> Any:
-    src_mask = src != PAD_ID  # (B, S)
-    return model.init_state(model.encode(src, src_mask), src_mask)
 
 
 def check_exportable(model: nn.Module, name: str) -> None:
@@ -101,78 +161,78 @@ def check_exportable(model: nn.Module, name: str) -> None:
             )
 
 
-def field_layout(model: nn.Module) -> FieldLayout:
+def field_layout(model: nn.Module, name: str) -> FieldLayout:
     """Read the state's fields from two encodings (S = 5 and 6), so that the fields with
     a source axis are the ones whose dim 1 follows S."""
     with torch.no_grad():
-        a = _state(model, torch.tensor([[5, 6, 7, 8, EOS_ID]]))
-        b = _state(model, torch.tensor([[5, 6, 7, 8, 9, EOS_ID]]))
+        a, b = (encode_state(model, name, example_batch(model, name, S)) for S in (5, 6))
+    inputs = tuple(encoder_inputs(model, name))
     fields = dataclasses.fields(a)
-    names = tuple(f.name for f in fields if f.name != MASK)
+    given = tuple(f.name for f in fields if f.name in inputs)
+    sizes = {f.name: SIZES[f.name] for f in fields if f.name in SIZES}
+    names = tuple(f.name for f in fields if f.name not in given and f.name not in sizes)
     for n in names:
         if not isinstance(getattr(a, n), Tensor):
             raise SeqlabError(f"export: state field {n!r} of {type(a).__name__} is not a tensor")
     source = frozenset(
         n for n in names if getattr(a, n).dim() > 1 and getattr(a, n).shape != getattr(b, n).shape
     )
-    return FieldLayout(
-        type(a),
-        names,
-        frozenset(f.name for f in fields if is_static(f) and f.name != MASK),
-        source,
-        any(f.name == MASK for f in fields),
-    )
+    static = frozenset(f.name for f in fields if is_static(f) and f.name in names)
+    return FieldLayout(type(a), inputs, given, sizes, names, static, source)
 
 
 class FieldsEncoder(nn.Module):
-    """(src, src_mask) -> the initial state's fields (every one but src_mask)."""
+    """(the encoder inputs…) -> the initial state's fields ``layout.names``."""
 
-    def __init__(self, model: nn.Module, layout: FieldLayout) -> None:
+    def __init__(self, model: nn.Module, name: str, layout: FieldLayout) -> None:
         super().__init__()
-        self.model, self.names = model, layout.names
+        self.model, self.name, self.layout = model, name, layout
 
-    def forward(self, src: Tensor, src_mask: Tensor) -> tuple[Tensor, ...]:
-        state = self.model.init_state(self.model.encode(src, src_mask), src_mask)
-        return tuple(getattr(state, n) for n in self.names)
+    def forward(self, *inputs: Tensor) -> tuple[Tensor, ...]:
+        state = encode_state(self.model, self.name, dict(zip(self.layout.inputs, inputs)))
+        return tuple(getattr(state, n) for n in self.layout.names)
 
 
 class FieldsStep(nn.Module):
-    """(y_prev, [src_mask,] fields…) -> (logits, the fields the step changes…)."""
+    """(y_prev, given…, sizes…, fields…) -> (logits, the fields the step changes…)."""
 
     def __init__(self, model: nn.Module, layout: FieldLayout) -> None:
         super().__init__()
         self.model, self.layout = model, layout
 
     def forward(self, y_prev: Tensor, *inputs: Tensor) -> tuple[Tensor, ...]:
-        names = ((MASK,) if self.layout.has_mask else ()) + self.layout.names
-        state = self.layout.state_cls(**dict(zip(names, inputs)))
-        logits, new = self.model.step(y_prev, state)  # (B, V)
+        by_name = dict(zip(self.layout.step_state_inputs, inputs))
+        fields = {n: by_name[n] for n in (*self.layout.given, *self.layout.names)}
+        sizes = {f: by_name[i].shape[1] for f, i in self.layout.sizes.items()}  # traced sizes
+        logits, new = self.model.step(y_prev, self.layout.state_cls(**fields, **sizes))
         return (logits, *(getattr(new, n) for n in self.layout.dynamic))
 
 
 def example_inputs(
-    model: nn.Module, layout: FieldLayout
+    model: nn.Module, name: str, layout: FieldLayout
 ) -> tuple[tuple[Tensor, ...], tuple[Tensor, ...]]:
-    """Inputs to trace with: 2 × 5 source tokens (one padded) and the state they encode to."""
-    src = torch.tensor([[5, 6, 7, 8, EOS_ID], [5, 6, EOS_ID, PAD_ID, PAD_ID]])  # (2, 5)
-    src_mask = src != PAD_ID  # (2, 5)
+    """Inputs to trace with: ``example_batch`` (2 × 5 sources, one padded) and the state
+    they encode to."""
+    batch = example_batch(model, name, 5)
     with torch.no_grad():  # distinct tensors: a tracer takes one tensor passed twice
         # (Luong's alpha and cov both start as the same zeros) for one input
-        fields = tuple(t.clone() for t in FieldsEncoder(model, layout).eval()(src, src_mask))
-    mask = (src_mask,) if layout.has_mask else ()
-    return (src, src_mask), (torch.tensor([BOS_ID, BOS_ID]), *mask, *fields)
+        out = FieldsEncoder(model, name, layout).eval()(*batch.values())
+        by_name = {**batch, **{n: t.clone() for n, t in zip(layout.names, out)}}
+    state = tuple(by_name[n] for n in layout.step_state_inputs)
+    return tuple(batch.values()), (torch.tensor([BOS_ID, BOS_ID]), *state)
 
 
 def write(
-    model: nn.Module, layout: FieldLayout, fmt: str, paths: list[Path]
+    model: nn.Module, name: str, layout: FieldLayout, fmt: str, paths: list[Path]
 ) -> tuple[dict[str, Any], dict[str, Any]]:
     """Trace or export the encoder and the step to ``paths[0]``, ``paths[1]``; their
     input/output names for ``export.json``."""
-    enc_inputs, step_inputs = example_inputs(model, layout)
+    enc_inputs, step_inputs = example_inputs(model, name, layout)
     (enc_in, enc_out), (step_in, step_out) = layout.io()
     # fresh wrappers are in training mode: an exporter that restores their mode after
     # tracing would switch the model's dropout on with them
-    encoder, step = FieldsEncoder(model, layout).eval(), FieldsStep(model, layout).eval()
+    encoder = FieldsEncoder(model, name, layout).eval()
+    step = FieldsStep(model, layout).eval()
     with warnings.catch_warnings():
         # the encoder's length checks become constants of the trace; tests prove the
         # files equal to the eager model at other batch sizes and source lengths
@@ -190,7 +250,7 @@ def write(
                 (step, step_inputs, step_in, step_out, paths[1]),
             ):
                 quiet = contextlib.redirect_stdout(io_module.StringIO())
-                with quiet, _without_packed_shape_notes():
+                with quiet, _without_packed_shape_notes(), _readable_gram_mean(model):
                     torch.onnx.export(
                         module,
                         inputs,
@@ -202,6 +262,21 @@ def write(
                         opset_version=17,
                     )
     return {"inputs": enc_in, "outputs": enc_out}, {"inputs": step_in, "outputs": step_out}
+
+
+@contextlib.contextmanager
+def _readable_gram_mean(model: nn.Module) -> Iterator[None]:
+    """A pointer-generator's n-gram mean as the masked mean meanwhile: torch.onnx has no
+    EmbeddingBag with a padding id (``PointerGenerator.gram_mean``, equal by test)."""
+    before = getattr(model, "fused_gram_mean", None)
+    if before is None:
+        yield
+        return
+    model.fused_gram_mean = False
+    try:
+        yield
+    finally:
+        model.fused_gram_mean = before
 
 
 _PACKED_SHAPE_NOTES = ("shape inference of prim::PackPadded", "shape inference of prim::PadPacked")
@@ -239,8 +314,12 @@ def _dynamic_axes(layout: FieldLayout) -> dict[str, dict[int, str]]:
     axes: dict[str, dict[int, str]] = {
         "src": {0: "B", 1: "S"},
         MASK: {0: "B", 1: "S"},
+        "src_ext": {0: "B", 1: "S"},
+        "oov": {0: "B", 1: "n_oov"},
+        "src_grams": {0: "B", 1: "S", 2: "G"},
+        "src_stats": {0: "B", 1: "S"},
         "y_prev": {0: "B"},
-        "logits": {0: "B"},
+        "logits": {0: "B", 1: "V_ext"} if layout.sizes else {0: "B"},  # V + n_oov
     }
     for n in layout.names:
         dims = {0: "B", 1: "S"} if n in layout.source_axis else {0: "B"}
@@ -250,46 +329,81 @@ def _dynamic_axes(layout: FieldLayout) -> dict[str, dict[int, str]]:
 
 @dataclass
 class FieldsState:
-    """An exported RNN step's state for seqlab's searches: the named fields, batch on
-    dim 0. ``reorder`` index_selects every field, except the static ones (and the mask)
-    when beam search reorders within an input's block of hypotheses (``within_inputs``),
+    """An exported step's state for seqlab's searches: its inputs by name (the fields,
+    and the encoder inputs the step reads again: the mask, the extended ids, ``oov``),
+    batch on dim 0. ``reorder`` index_selects every one, except the static ones when
+    beam search reorders within an input's block of hypotheses (``within_inputs``),
     exactly as ``reorder_state`` treats the eager state's ``static_field``s.
 
-    Shapes: fields[name] (B, …); src_mask (B, S) bool or None
+    Shapes: tensors[name] (B, …)
     """
 
-    fields: dict[str, Tensor]
+    tensors: dict[str, Tensor]
     static: frozenset[str]
-    src_mask: Tensor | None
 
     def reorder(self, index: Tensor, within_inputs: bool = False) -> FieldsState:
-        """Rows ``index`` of every field.  index (B',) -> batch B'."""
+        """Rows ``index`` of every tensor.  index (B',) -> batch B'."""
         keep = self.static if within_inputs else frozenset()
-        fields = {n: t if n in keep else t.index_select(0, index) for n, t in self.fields.items()}
-        mask = self.src_mask
-        if mask is not None and not within_inputs:
-            mask = mask.index_select(0, index)  # (B', S)
-        return FieldsState(fields, self.static, mask)
+        return FieldsState(
+            {n: t if n in keep else t.index_select(0, index) for n, t in self.tensors.items()},
+            self.static,
+        )
 
 
 class FieldsDriver:
-    """Calls an exported RNN encoder and step by the names in ``export.json``."""
+    """Calls an exported encoder and step of the ``fields`` layout by the names in
+    ``export.json``: the state holds every step input but ``y_prev``."""
 
     def __init__(self, meta: dict[str, Any]) -> None:
-        fields = meta["state"]["fields"]
-        self.names = [f["name"] for f in fields]
-        self.static = frozenset(f["name"] for f in fields if f["static"])
-        self.has_mask = bool(meta["state"]["has_mask"])
-        self.dynamic = [n for n in self.names if n not in self.static]
+        state = meta["state"]
+        self.encoder_inputs = list(meta["encoder"]["inputs"])
+        self.names = [f["name"] for f in state["fields"]]
+        self.step_inputs = list(meta["step"]["inputs"])[1:]  # after y_prev
+        self.carried = [*state["given"], *state["sizes"].values()]  # encoder inputs
+        self.static = frozenset(f["name"] for f in state["fields"] if f["static"])
+        self.static |= frozenset(self.carried)
+        self.dynamic = [o[: -len("_out")] for o in meta["step"]["outputs"][1:]]
 
-    def init_state(self, encoder: Any, src: Tensor, src_mask: Tensor) -> FieldsState:
-        outputs = encoder(src, src_mask)
-        return FieldsState(
-            dict(zip(self.names, outputs)), self.static, src_mask if self.has_mask else None
-        )
+    def init_state(self, encoder: Any, inputs: dict[str, Tensor]) -> FieldsState:
+        """Run the encoder on ``inputs`` (every name of ``encoder_inputs``)."""
+        missing = [n for n in self.encoder_inputs if n not in inputs]
+        if missing:
+            raise SeqlabError(
+                f"exported encoder: inputs {missing} are missing; it takes "
+                f"{self.encoder_inputs} (export.json)"
+            )
+        outputs = encoder(*(inputs[n] for n in self.encoder_inputs))
+        tensors = {**{n: inputs[n] for n in self.carried}, **dict(zip(self.names, outputs))}
+        return FieldsState(tensors, self.static)
 
     def step(self, step: Any, y_prev: Tensor, state: FieldsState) -> tuple[Tensor, FieldsState]:
-        mask = (state.src_mask,) if self.has_mask else ()
-        logits, *changed = step(y_prev, *mask, *(state.fields[n] for n in self.names))
-        fields = {**state.fields, **dict(zip(self.dynamic, changed))}
-        return logits, FieldsState(fields, self.static, state.src_mask)
+        logits, *changed = step(y_prev, *(state.tensors[n] for n in self.step_inputs))
+        tensors = {**state.tensors, **dict(zip(self.dynamic, changed))}
+        return logits, FieldsState(tensors, state.static)
+
+
+def decode_rule(task_cfg: Any, vocab_size: int) -> dict[str, Any]:
+    """``export.json``'s "decode" of a copy_translation run: its decode-time treatment of
+    ``<unk>`` ("to_copy", "blocked", "replace" or "allowed") and V."""
+    if getattr(task_cfg, "unk_to_copy", False):
+        unk = "to_copy"
+    elif getattr(task_cfg, "block_unk", False):
+        unk = "blocked"
+    elif getattr(task_cfg, "replace_unk", False):
+        unk = "replace"  # after decoding (attention); not a step rule
+    else:
+        unk = "allowed"
+    return {"unk": unk, "vocab_size": vocab_size, "unk_id": UNK_ID}
+
+
+def unk_rule(decode: dict[str, Any] | None) -> Callable[[Tensor], Tensor]:
+    """The step rule of an export's "decode" (``decode_rule``): log P (B, V + n_oov) ->
+    log P with ``<unk>``'s mass moved to the copies, or with ``<unk>`` −∞, or as it is."""
+    from seqlab.tasks.copy_translation_decode import forbid_unk, unk_to_copy
+
+    unk = (decode or {}).get("unk", "allowed")
+    if unk == "to_copy":
+        return lambda log_p: unk_to_copy(log_p, decode["vocab_size"], decode["unk_id"])
+    if unk == "blocked":
+        return lambda log_p: forbid_unk(log_p, decode["unk_id"])
+    return lambda log_p: log_p

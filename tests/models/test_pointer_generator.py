@@ -386,3 +386,23 @@ def test_learns_to_copy_target_oov_symbols():
     exact = (res.tokens[:, :T] == want).all(1) & (res.lengths == b.tgt_mask.sum(1))
     assert (b.y_out >= V_TGT).any()
     assert exact.float().mean() >= 0.9, exact.float().mean()
+
+
+def test_gram_mean_readable_equals_embedding_bag_values_and_gradients():
+    # the fused nn.EmbeddingBag(mean, padding_idx=0) and the masked mean that ONNX exports
+    torch.manual_seed(0)
+    cfg = PointerGeneratorConfig(emb_dim=6, hidden_size=4, attn_dim=4, out_dim=4, dropout=0.0)
+    model = PointerGenerator(cfg, src_vocab=V_SRC, tgt_vocab=V_TGT, src_gram_buckets=9)
+    grams = torch.tensor([[[3, 9, 0, 0], [0, 0, 0, 0]], [[1, 1, 2, 5], [4, 0, 7, 0]]])
+    out = {}
+    for fused in (True, False):
+        model.fused_gram_mean = fused
+        model.zero_grad()
+        z = model.gram_mean(grams)  # (2, 2, 6)
+        (z * torch.arange(z.numel()).view_as(z)).sum().backward()
+        out[fused] = z.detach(), model.src_gram_embed.weight.grad.clone()
+    torch.testing.assert_close(out[False][0], out[True][0])
+    torch.testing.assert_close(out[False][1], out[True][1])
+    assert bool((out[False][0][0, 1] == 0).all())  # a word without n-grams adds 0
+    w = model.src_gram_embed.weight.detach()
+    torch.testing.assert_close(out[False][0][1, 1], (w[4] + w[7]) / 2)  # id 0 not counted

@@ -83,12 +83,12 @@ def rnn_translation_run(root: Path, model: str, steps: int = 60) -> Path:
     return _train(cfg, root, steps)
 
 
-def pointer_generator_run(root: Path, steps: int = 150) -> Path:
+def pointer_generator_run(root: Path, steps: int = 150, **task: Any) -> Path:
     """Pointer-generator (copy_translation) on ``Ein Mann namens Boa läuft.`` → ``A man named
     Boa runs.``: 30 invented names, none in the 13-word target vocabulary, so each name is
     produced by copying it (tests/tasks/test_copy_translation.py's data and model)."""
     files = _write_pairs(root, _named_pairs, n_valid=30)
-    return _train(_pointer_generator_config(files, steps), root, steps)
+    return _train(_pointer_generator_config(files, steps, **task), root, steps)
 
 
 def lm_run(root: Path, steps: int = 30) -> Path:

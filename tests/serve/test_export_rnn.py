@@ -72,7 +72,8 @@ def test_exported_encoder_and_step_equal_eager(rnn_model, exported):
     assert set(fields) == {n for n in vars(state) if n != "src_mask"}
     for n, t in fields.items():
         torch.testing.assert_close(t, getattr(state, n), rtol=1e-5, atol=1e-5, msg=n)
-    mask = (src_mask,) if meta["has_mask"] else ()
+    assert meta["given"] == (["src_mask"] if "src_mask" in vars(state) else [])
+    mask = (src_mask,) * len(meta["given"])
     y = torch.full((4,), BOS_ID, dtype=torch.long)
     for _ in range(5):
         with torch.no_grad():
