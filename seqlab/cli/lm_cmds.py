@@ -43,9 +43,10 @@ def _load_lm(args: argparse.Namespace) -> Any:
 
 
 def _cmd_generate(args: argparse.Namespace) -> int:
-    from seqlab.decode.precision import decoding_context
+    from seqlab.decode.precision import decoding_context, warn_if_int8_is_slow
 
     precision = decoding_context(args.precision, args.device)  # refused before loading
+    warn_if_int8_is_slow(args.precision)
     loaded = _load_lm(args)
     with precision:  # entered once: int8_decoding() is a one-shot context
         text = loaded.generate(
@@ -79,9 +80,10 @@ def format_score(result: Any) -> str:
 
 
 def _cmd_score(args: argparse.Namespace) -> int:
-    from seqlab.decode.precision import decoding_context
+    from seqlab.decode.precision import decoding_context, warn_if_int8_is_slow
 
     precision = decoding_context(args.precision, args.device)  # refused before loading
+    warn_if_int8_is_slow(args.precision)
     loaded = _load_lm(args)
     text = " ".join(args.items)
     with precision:

@@ -66,10 +66,15 @@ def _cmd_serve(args: argparse.Namespace) -> int:
         raise SeqlabError(
             f"serve needs fastapi and uvicorn ({exc}): pip install 'seqlab[serve]'"
         ) from None
-    from seqlab.decode.precision import refuse_compiled_int8, resolve_decode_precision
+    from seqlab.decode.precision import (
+        refuse_compiled_int8,
+        resolve_decode_precision,
+        warn_if_int8_is_slow,
+    )
 
     precision = resolve_decode_precision(args.precision, args.device)  # a clear error if not
     refuse_compiled_int8(precision, args.compile)
+    warn_if_int8_is_slow(precision)
     data_dir = Path(args.data_dir) if args.data_dir else None
     loaded = load_run_or_ensemble(args, data_dir)  # --compile with --ensemble: refused
     if args.compile:

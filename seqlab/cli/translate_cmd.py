@@ -209,11 +209,13 @@ def add_precision_option(p: argparse.ArgumentParser, verb: str, int8: bool = Tru
 def decoding_precision(args: argparse.Namespace) -> Any:
     """The context to decode in for ``--precision`` (``seqlab.decode.precision``), checked
     against ``--compile`` and the device first."""
-    from seqlab.decode.precision import decoding_context, refuse_compiled_int8
+    from seqlab.decode.precision import decoding_context, refuse_compiled_int8, warn_if_int8_is_slow
 
     precision = getattr(args, "precision", "fp32")
     refuse_compiled_int8(precision, bool(getattr(args, "compile", False)))
-    return decoding_context(precision, args.device)
+    context = decoding_context(precision, args.device)  # refused on a GPU first
+    warn_if_int8_is_slow(precision)
+    return context
 
 
 def search_overrides(args: argparse.Namespace) -> dict[str, Any]:

@@ -18,11 +18,12 @@ decoder step (``--compile``) is traced in float32 / autocast and takes no int8.
 from __future__ import annotations
 
 import contextlib
+import sys
 from typing import Literal, get_args
 
 import torch
 
-from seqlab.nn.int8_linear import Int8Use, int8_decoding
+from seqlab.nn.int8_linear import SLOW_INT8, Int8Use, int8_decoding, int8_product_slowdown
 from seqlab.train.precision import PrecisionError, autocast_context, resolve_precision
 
 DecodePrecision = Literal["fp32", "bf16", "fp16", "int8", "auto"]
@@ -56,6 +57,27 @@ def decoding_context(
     if resolved == "int8":
         return int8_decoding()
     return autocast_context(resolved, device)  # type: ignore[arg-type]
+
+
+def slow_int8_note() -> str | None:
+    """What to tell a user who asked for int8 on a CPU where ``torch._int_mm`` has no fast
+    kernel (``int8_product_slowdown`` ≥ ``SLOW_INT8``); None where int8 is not slow."""
+    ratio = int8_product_slowdown()
+    if ratio < SLOW_INT8:
+        return None
+    return (
+        f"--precision int8 will be slower than fp32 on this CPU: its int8 product "
+        f"(torch._int_mm) runs {ratio:.0f}x slower than float32 here (no VNNI or AMX, so no "
+        "fast int8 kernel); the results are right, only slow. Use --precision fp32 "
+        '(docs/decoding.md, "Precision of decoding")'
+    )
+
+
+def warn_if_int8_is_slow(precision: str) -> None:
+    """Print ``slow_int8_note`` as a ``seqlab: warning:`` line when ``precision`` is int8."""
+    note = slow_int8_note() if precision == "int8" else None
+    if note:
+        print(f"seqlab: warning: {note}", file=sys.stderr)
 
 
 def quantized_nothing(precision: str, entered: object) -> bool:

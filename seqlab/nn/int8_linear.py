@@ -31,7 +31,9 @@ beam-5 decoder step are 1.6–3.7× faster than fp32 ``F.linear``; tiny ones (32
 256) are slower, the per-call quantization of x dominating them. Whole decodes run
 1.40–1.45× fp32's speed and 0.82–0.95× bf16's, at −0.16 lc BLEU on Multi30k; with oneDNN,
 MKL and ATen limited to AVX2 (7-bit weights) 1.30–1.33× fp32's, −0.04 lc BLEU: an option for
-CPUs without a bf16 dot-product unit.
+CPUs without a bf16 dot-product unit but with VNNI or AMX. On a real AVX2-only CPU (a Zen 2
+EPYC) ``torch._int_mm`` has no fast kernel and int8 decodes ran 0.10–0.18× fp32's speed
+(``int8_product_slowdown``; the CLI warns there).
 
 Entered through ``int8_decoding()``: inside it, ``seqlab.nn.packed_linear.packed_linears``
 (which greedy and beam search enter) packs every linear layer of the decoder in int8
@@ -45,6 +47,8 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import statistics
+import time
 from collections.abc import Iterator
 from contextvars import ContextVar
 from dataclasses import dataclass
@@ -90,6 +94,30 @@ def weight_q_max() -> float:
     cases = [(full, full.t()), (-full, full.t()), (x, w)]
     exact = all(torch.equal(torch._int_mm(a, b).long(), a.long() @ b.long()) for a, b in cases)
     return Q_MAX if exact else Q_MAX_7BIT
+
+
+SLOW_INT8 = 3.0  # int8 product time / float32's from which int8 decoding is a slowdown
+
+
+@functools.lru_cache(maxsize=1)
+def int8_product_slowdown() -> float:
+    """How many times longer ``torch._int_mm`` takes than a float32 matmul of the same
+    shape here ((64 × 256)·(256 × 1,024), median of 5 alternating calls after a warm-up).
+    Without VNNI or AMX, ATen has no fast int8 kernel: on a 2-core Zen 2 EPYC (AVX2) the
+    product ran ~20× slower than float32 and whole int8 decodes 0.10–0.18× fp32's speed
+    (2026-12-04, benchmarks/export_speed.py); with avx512_vnni it is faster (§40)."""
+    g = torch.Generator().manual_seed(0)
+    a = torch.randint(-63, 64, (64, 256), dtype=torch.int8, generator=g)
+    b = torch.randint(-63, 64, (256, 1024), dtype=torch.int8, generator=g)
+    x, w = a.float(), b.float()
+    times: dict[str, list[float]] = {"int8": [], "fp32": []}
+    for i in range(6):
+        for kind, run in (("int8", lambda: torch._int_mm(a, b)), ("fp32", lambda: x @ w)):
+            t0 = time.perf_counter()
+            run()
+            if i:  # the first round warms both up
+                times[kind].append(time.perf_counter() - t0)
+    return statistics.median(times["int8"]) / max(statistics.median(times["fp32"]), 1e-9)
 
 
 def quantize_rows(x: Tensor, q_max: float = Q_MAX) -> tuple[Tensor, Tensor]:

@@ -108,7 +108,8 @@ def test_evaluate_says_when_int8_quantized_nothing(tmp_path, capsys, preset, mon
     capsys.readouterr()
     assert main(["evaluate", str(run), "--precision", "int8", "--json"]) == 0
     out = capsys.readouterr()
-    assert json.loads(out.out)["precision"] == "int8" and "warning" not in out.err  # greedy ran
+    assert json.loads(out.out)["precision"] == "int8"
+    assert "quantized nothing" not in out.err  # greedy ran
 
     def no_search(self, model, split="valid"):  # an evaluation without a search
         return {"loss": 1.0}
@@ -119,3 +120,24 @@ def test_evaluate_says_when_int8_quantized_nothing(tmp_path, capsys, preset, mon
     assert "--precision int8 quantized nothing" in out.err
     assert json.loads(out.out.splitlines()[-1])["precision"] == "fp32"
     assert "decoded in fp32" in out.out.splitlines()[0]
+
+
+@pytest.mark.parametrize("slowdown", [20.0, 0.8])
+def test_int8_on_a_cpu_without_a_fast_int8_kernel_is_warned_of(
+    tmp_path, capsys, preset, monkeypatch, slowdown
+):
+    # torch._int_mm without VNNI / AMX: ~20-66x float32's time (a Zen 2 EPYC, 2026-12-04)
+    from seqlab.decode import precision
+
+    monkeypatch.setattr(precision, "int8_product_slowdown", lambda: slowdown)
+    run = tmp_path / "run"
+    assert main(["train", str(preset), "--run-dir", str(run)]) == 0
+    capsys.readouterr()
+    assert main(["evaluate", str(run), "--precision", "int8", "--json"]) == 0
+    err = capsys.readouterr().err
+    warned = "seqlab: warning: --precision int8 will be slower than fp32 on this CPU"
+    assert (warned in err) == (slowdown >= precision.SLOW_INT8)
+    if slowdown >= precision.SLOW_INT8:
+        assert "runs 20x slower than float32" in err and "--precision fp32" in err
+    assert main(["evaluate", str(run), "--json"]) == 0  # fp32: never a word about int8
+    assert "int8" not in capsys.readouterr().err

@@ -271,3 +271,13 @@ def test_outside_int8_decoding_f_linear_is_untouched():
     x, w, b = torch.randn(3, 5), torch.randn(4, 5), torch.randn(4)
     with q.int8_decoding():  # asked for, but no search entered packed_linears
         assert torch.equal(pl.linear(x, w, b), F.linear(x, w, b))
+
+
+def test_the_int8_speed_probe_is_measured_once_and_knows_a_cpu_without_vnni():
+    from seqlab.nn.int8_linear import SLOW_INT8, int8_product_slowdown
+    from seqlab.train.precision import read_cpu_flags
+
+    ratio = int8_product_slowdown()
+    assert ratio > 0 and int8_product_slowdown() is ratio  # probed once per process
+    if read_cpu_flags() and read_cpu_flags().isdisjoint({"avx512_vnni", "avx_vnni", "amx_int8"}):
+        assert ratio >= SLOW_INT8  # ATen has no fast int8 kernel here (~20-66x on Zen 2)
