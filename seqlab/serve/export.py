@@ -30,7 +30,9 @@ from __future__ import annotations
 import contextlib
 import io as io_module
 import json
+import logging
 import warnings
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -132,9 +134,23 @@ def _check(task: str, name: str, model: nn.Module, fmt: str) -> None:
             ) from None
 
 
+@contextlib.contextmanager
+def _quiet_registration() -> Iterator[None]:
+    """torch.onnx's dynamo exporter logs a warning for each torchvision operator it cannot
+    register when torchvision is not installed (seqlab does not use it); hold those back."""
+    logger = logging.getLogger("torch.onnx._internal.exporter._registration")
+    level = logger.level
+    logger.setLevel(logging.ERROR)
+    try:
+        yield
+    finally:
+        logger.setLevel(level)
+
+
 def _onnx(module: nn.Module, inputs: tuple[Tensor, ...], io: tuple, dims: dict, path: Path):
     names, outputs = io
-    with contextlib.redirect_stdout(io_module.StringIO()), warnings.catch_warnings():
+    quiet = contextlib.redirect_stdout(io_module.StringIO())
+    with quiet, _quiet_registration(), warnings.catch_warnings():
         warnings.simplefilter("ignore", UserWarning)  # notes on merged dynamic axis names
         warnings.simplefilter("ignore", FutureWarning)  # torch's own pytree deprecations
         torch.onnx.export(
