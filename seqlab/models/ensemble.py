@@ -13,7 +13,10 @@ Sutskever et al. 2014 (§3.6) decode an ensemble of 5 LSTMs so; fairseq and Mari
 probabilities the same way.
 
 When every member reports its attention coverage (Bahdanau, Luong), the ensemble reports
-the members' mean, which GNMT's coverage penalty then reads.
+the members' mean, which GNMT's coverage penalty then reads. When every member has
+``attention_maps``, so has the ensemble: "cross", the members' mean alignment (B, T, S),
+each member's being its cross-attention (an RNN's α; a Transformer's or ConvS2S's last
+decoder layer, averaged over heads: the alignment fairseq's ensembles average too).
 
 Shapes: encode(src (B, S), src_mask (B, S), …) -> EnsembleMemory; step(y_prev (B,),
 EnsembleState) -> log P (B, V); forward(src, src_mask, y_in (B, T), tgt_mask) -> (B, T, V)
@@ -54,6 +57,8 @@ class Seq2SeqEnsemble(nn.Module):
         self._decoder = EnsembleDecoder(list(members))
         if all(hasattr(m, "attention_coverage") for m in members):
             self.attention_coverage = self._mean_coverage
+        if all(hasattr(m, "attention_maps") for m in members):
+            self.attention_maps = self._mean_alignment
 
     def encode(self, src: Tensor, src_mask: Tensor, *args: Any, **kwargs: Any) -> EnsembleMemory:
         return EnsembleMemory(tuple(m.encode(src, src_mask, *args, **kwargs) for m in self.members))
@@ -76,3 +81,23 @@ class Seq2SeqEnsemble(nn.Module):
     def forward(self, src: Tensor, src_mask: Tensor, y_in: Tensor, tgt_mask: Tensor) -> Tensor:
         """Teacher forcing: the pooled log P.  -> (B, T, V)"""
         return linear_pool([m(src, src_mask, y_in, tgt_mask) for m in self.members])
+
+    @torch.no_grad()
+    def _mean_alignment(
+        self, src: Tensor, src_mask: Tensor, y_in: Tensor, tgt_mask: Tensor
+    ) -> dict[str, Tensor]:
+        """{"cross": (1/M) Σ_m A_m} of the teacher-forced pass, A_m = ``alignment`` of member
+        m's ``attention_maps``.  -> {"cross": (B, T, S)}"""
+        maps = [alignment(m.attention_maps(src, src_mask, y_in, tgt_mask)) for m in self.members]
+        return {"cross": torch.stack([a.float() for a in maps]).mean(0)}
+
+
+def alignment(maps: dict[str, Any]) -> Tensor:
+    """One model's source alignment from its ``attention_maps``: "cross" itself when it is
+    one tensor (an RNN's α), else its last layer; averaged over heads when it has them.
+
+    Shapes: "cross" (B, T, S), or L × (B, [H,] T, S) -> (B, T, S)
+    """
+    cross = maps["cross"]
+    a = cross if isinstance(cross, Tensor) else cross[-1]  # (B, [H,] T, S)
+    return a.mean(1) if a.dim() == 4 else a  # (B, T, S)

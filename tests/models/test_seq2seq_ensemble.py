@@ -97,3 +97,19 @@ def test_mean_coverage_only_when_every_member_has_one():
     mixed = Seq2SeqEnsemble([member("bahdanau", 0), member("transformer", 1)])
     with pytest.raises(ValueError, match="needs a model whose decoder state"):
         coverage_of(mixed, 0.5)
+
+
+@torch.no_grad()
+def test_attention_of_a_pool_is_the_members_mean_alignment():
+    b = batch()
+    args = (b.src, b.src_mask, b.y_in, torch.ones_like(b.tgt_mask))
+    rnn, tf, conv = member("luong", 0), member("transformer", 1), member("convs2s", 2)
+    a_rnn = rnn.attention_maps(*args)["cross"]  # (B, T, S)
+    a_tf = tf.attention_maps(*args)["cross"][-1].mean(1)  # last layer, mean of heads
+    a_conv = conv.attention_maps(*args)["cross"][-1]  # last layer, one head
+    pooled = Seq2SeqEnsemble([rnn, tf, conv]).attention_maps(*args)["cross"]
+    assert pooled.shape == a_rnn.shape == (b.src.size(0), b.y_in.size(1), b.src.size(1))
+    torch.testing.assert_close(pooled, (a_rnn + a_tf + a_conv) / 3)
+    torch.testing.assert_close(pooled.sum(-1), torch.ones(pooled.shape[:2]))  # rows sum to 1
+    alone = Seq2SeqEnsemble([tf]).attention_maps(*args)["cross"]
+    torch.testing.assert_close(alone, a_tf)  # a pool of one: its member's alignment
