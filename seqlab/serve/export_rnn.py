@@ -48,11 +48,11 @@ import torch
 from torch import Tensor, nn
 
 from seqlab.data.vocab import BOS_ID, EOS_ID, PAD_ID, UNK_ID
-from seqlab.decode.state import is_static
 from seqlab.errors import SeqlabError
 from seqlab.nn.recurrent import Recurrent
+from seqlab.serve.export_convs2s import DataclassCodec, codec_of
 
-RNN_MODELS = ("sutskever", "cho", "bahdanau", "luong")
+RNN_MODELS = ("sutskever", "cho", "bahdanau", "luong", "convs2s")  # state: named tensors
 MASK = "src_mask"
 POINTER_GENERATOR = "pointer_generator"
 SIZES = {"n_oov": "oov"}  # an int field of the state -> the input whose dim 1 is that int
@@ -116,6 +116,7 @@ class FieldLayout:
     static and which have the source axis on dim 1."""
 
     state_cls: type
+    codec: DataclassCodec
     inputs: tuple[str, ...]
     given: tuple[str, ...]
     sizes: dict[str, str]
@@ -162,23 +163,22 @@ def check_exportable(model: nn.Module, name: str) -> None:
 
 
 def field_layout(model: nn.Module, name: str) -> FieldLayout:
-    """Read the state's fields from two encodings (S = 5 and 6), so that the fields with
-    a source axis are the ones whose dim 1 follows S."""
+    """Read the state's fields (through the family's codec) from two encodings (S = 5 and
+    6), so that the fields with a source axis are the ones whose dim 1 follows S."""
+    codec = codec_of(model, name)
     with torch.no_grad():
         a, b = (encode_state(model, name, example_batch(model, name, S)) for S in (5, 6))
     inputs = tuple(encoder_inputs(model, name))
-    fields = dataclasses.fields(a)
-    given = tuple(f.name for f in fields if f.name in inputs)
-    sizes = {f.name: SIZES[f.name] for f in fields if f.name in SIZES}
-    names = tuple(f.name for f in fields if f.name not in given and f.name not in sizes)
+    sizes = {f: i for f, i in SIZES.items() if f in {x.name for x in dataclasses.fields(a)}}
+    fa, fb = codec.fields(a, frozenset(sizes)), codec.fields(b, frozenset(sizes))
+    given = tuple(n for n in fa if n in inputs)
+    names = tuple(n for n in fa if n not in given)
     for n in names:
-        if not isinstance(getattr(a, n), Tensor):
+        if not isinstance(fa[n], Tensor):
             raise SeqlabError(f"export: state field {n!r} of {type(a).__name__} is not a tensor")
-    source = frozenset(
-        n for n in names if getattr(a, n).dim() > 1 and getattr(a, n).shape != getattr(b, n).shape
-    )
-    static = frozenset(f.name for f in fields if is_static(f) and f.name in names)
-    return FieldLayout(type(a), inputs, given, sizes, names, static, source)
+    source = frozenset(n for n in names if fa[n].dim() > 1 and fa[n].shape[1] != fb[n].shape[1])
+    static = codec.static(a) & frozenset(names)
+    return FieldLayout(type(a), codec, inputs, given, sizes, names, static, source)
 
 
 class FieldsEncoder(nn.Module):
@@ -190,7 +190,8 @@ class FieldsEncoder(nn.Module):
 
     def forward(self, *inputs: Tensor) -> tuple[Tensor, ...]:
         state = encode_state(self.model, self.name, dict(zip(self.layout.inputs, inputs)))
-        return tuple(getattr(state, n) for n in self.layout.names)
+        fields = self.layout.codec.fields(state, frozenset(self.layout.sizes))
+        return tuple(fields[n] for n in self.layout.names)
 
 
 class FieldsStep(nn.Module):
@@ -204,8 +205,10 @@ class FieldsStep(nn.Module):
         by_name = dict(zip(self.layout.step_state_inputs, inputs))
         fields = {n: by_name[n] for n in (*self.layout.given, *self.layout.names)}
         sizes = {f: by_name[i].shape[1] for f, i in self.layout.sizes.items()}  # traced sizes
-        logits, new = self.model.step(y_prev, self.layout.state_cls(**fields, **sizes))
-        return (logits, *(getattr(new, n) for n in self.layout.dynamic))
+        state = self.layout.codec.state(self.layout.state_cls, fields, sizes)
+        logits, new = self.model.step(y_prev, state)
+        out = self.layout.codec.fields(new, frozenset(self.layout.sizes))
+        return (logits, *(out[n] for n in self.layout.dynamic))
 
 
 def example_inputs(
@@ -321,9 +324,11 @@ def _dynamic_axes(layout: FieldLayout) -> dict[str, dict[int, str]]:
         "y_prev": {0: "B"},
         "logits": {0: "B", 1: "V_ext"} if layout.sizes else {0: "B"},  # V + n_oov
     }
-    for n in layout.names:
+    for n in layout.names:  # batch, the source axis, and the codec's own (ConvS2S's t)
         dims = {0: "B", 1: "S"} if n in layout.source_axis else {0: "B"}
-        axes[n] = axes[f"{n}_out"] = dims
+        free = layout.codec.free_axes.get(n, {})
+        axes[n] = {**dims, **free}
+        axes[f"{n}_out"] = {**dims, **{d: f"{a}_out" for d, a in free.items()}}
     return axes
 
 
