@@ -65,6 +65,8 @@ def scale_gradient(x: Tensor, scale: float) -> Tensor:
 
     Shapes: x (...) -> (...)
     """
+    if not (torch.is_grad_enabled() and x.requires_grad):  # no backward: y = x is all there
+        return x  # is (decoding, and an export, which cannot trace a Python autograd Function)
     return _ScaleGradient.apply(x, scale)
 
 

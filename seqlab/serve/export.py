@@ -20,9 +20,9 @@ The self-attention caches start empty (t = 0). TorchScript files are traced
 they are read from the cache's shape. ONNX files come from ``torch.onnx.export(dynamo=True)``
 with B, S and t declared dynamic (needs the ``onnx`` and ``onnxscript`` packages;
 ``onnxruntime`` runs them in ``load_exported``). The RNN encoder–decoders' state is a
-dataclass of named tensors, exported field by field (``export_rnn``). ConvS2S (its
-buffers of past inputs) and the pointer-generator (its per-batch extended vocabulary)
-are refused with a clear error.
+dataclass of named tensors, exported field by field (``export_rnn``); so are ConvS2S's
+(its buffers of past inputs and its position, ``export_convs2s``) and the
+pointer-generator's (with its per-batch extended vocabulary).
 """
 
 from __future__ import annotations
@@ -48,8 +48,8 @@ from seqlab.errors import SeqlabError
 from seqlab.nn.multihead import KVCache
 from seqlab.nn.transformer_decoder import DecoderLayerState, TransformerDecoderState
 from seqlab.serve.export_rnn import (
+    FIELDS_MODELS,
     POINTER_GENERATOR,
-    RNN_MODELS,
     FieldsDriver,
     FieldsState,
     check_exportable,
@@ -105,7 +105,7 @@ STEP_IO = (
 )
 
 
-FAMILIES = {"transformer": "translation", **dict.fromkeys(RNN_MODELS, "translation"),
+FAMILIES = {"transformer": "translation", **dict.fromkeys(FIELDS_MODELS, "translation"),
             POINTER_GENERATOR: "copy_translation"}  # fmt: skip
 """The model families with an exportable decoder step, and their task."""
 
@@ -116,8 +116,9 @@ def _check(task: str, name: str, model: nn.Module, fmt: str) -> None:
     if FAMILIES.get(name) != task:
         raise SeqlabError(
             f"export: a '{name}' model of task '{task}' cannot be exported: only the "
-            f"Transformer and the RNN encoder-decoders ({', '.join(RNN_MODELS)}) of task "
-            "translation and the pointer-generator of task copy_translation have an "
+            "Transformer, the RNN encoder-decoders and ConvS2S "
+            f"({', '.join(FIELDS_MODELS)}) of task translation and the pointer-generator "
+            "of task copy_translation have an "
             "exportable decoder step (their state is plain tensors); serve the others "
             "with seqlab serve"
         )

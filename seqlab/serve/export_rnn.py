@@ -52,7 +52,7 @@ from seqlab.errors import SeqlabError
 from seqlab.nn.recurrent import Recurrent
 from seqlab.serve.export_convs2s import DataclassCodec, codec_of
 
-RNN_MODELS = ("sutskever", "cho", "bahdanau", "luong", "convs2s")  # state: named tensors
+FIELDS_MODELS = ("sutskever", "cho", "bahdanau", "luong", "convs2s")  # state: named tensors
 MASK = "src_mask"
 POINTER_GENERATOR = "pointer_generator"
 SIZES = {"n_oov": "oov"}  # an int field of the state -> the input whose dim 1 is that int

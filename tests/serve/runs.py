@@ -68,6 +68,8 @@ RNN_MODELS: dict[str, dict[str, Any]] = {
     "bahdanau": {"emb_dim": 16, "hidden_size": 20, "attn_dim": 12, "readout_dim": 10},
     "sutskever": {"emb_dim": 16, "hidden_size": 24, "layers": 2, "reverse_source": True},
     "cho": {"emb_dim": 16, "hidden_size": 20, "readout_dim": 10},
+    # not an RNN, but its state is named tensors too: buffers of past inputs, a position
+    "convs2s": {"emb_dim": 16, "channels": 16, "encoder_layers": 2, "decoder_layers": 2},
 }
 
 

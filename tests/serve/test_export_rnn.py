@@ -1,5 +1,5 @@
-"""``seqlab export`` for the RNN encoder–decoders (Luong, Bahdanau, Sutskever, Cho), both
-formats: the exported encoder gives the eager initial state, and the exported step the
+"""``seqlab export`` for the RNN encoder–decoders (Luong, Bahdanau, Sutskever, Cho) and
+ConvS2S, both formats: the exported encoder gives the eager initial state, and the exported step the
 eager logits and state at every step, at another batch size and source length than it
 was traced with; the reference greedy loop and seqlab's beam search over the exported
 step give the eager translations, scores and log P; beam 1 over the export equals its
@@ -29,6 +29,7 @@ from seqlab.serve.export import (
     greedy_exported,
     load_exported,
 )
+from seqlab.serve.export_convs2s import codec_of
 from seqlab.serve.export_rnn import _without_packed_shape_notes
 from tests.serve import runs
 from tests.serve.test_api import SENTENCES
@@ -68,11 +69,14 @@ def test_exported_encoder_and_step_equal_eager(rnn_model, exported):
     _, src, src_mask = _batch(task, SENTENCES)  # B = 4, S ≠ 5: traced with B = 2, S = 5
     assert src.shape[0] == 4 and src.shape[1] != 5 and not bool(src_mask.all())
     state = _state(model, src, src_mask)
+    codec = codec_of(model, rnn_model.config.model)  # the state as named tensors
     fields = dict(zip(names, encoder(src, src_mask)))
-    assert set(fields) == {n for n in vars(state) if n != "src_mask"}
+    assert set(fields) == set(codec.fields(state)) - {"src_mask"}
     for n, t in fields.items():
-        torch.testing.assert_close(t, getattr(state, n), rtol=1e-5, atol=1e-5, msg=n)
+        torch.testing.assert_close(t, codec.fields(state)[n], rtol=1e-5, atol=1e-5, msg=n)
     assert meta["given"] == (["src_mask"] if "src_mask" in vars(state) else [])
+    if rnn_model.config.model == "convs2s":  # the position, as the width of "steps"
+        assert fields["steps"].shape == (4, 0) and state.position == 0
     mask = (src_mask,) * len(meta["given"])
     y = torch.full((4,), BOS_ID, dtype=torch.long)
     for _ in range(5):
@@ -83,7 +87,7 @@ def test_exported_encoder_and_step_equal_eager(rnn_model, exported):
         dynamic = [n for n in names if n not in static]
         assert len(changed) == len(dynamic) > 0
         for n, t in zip(dynamic, changed):
-            torch.testing.assert_close(t, getattr(state, n), rtol=1e-4, atol=1e-4, msg=n)
+            torch.testing.assert_close(t, codec.fields(state)[n], rtol=1e-4, atol=1e-4, msg=n)
             fields[n] = t
         y = want.argmax(-1)
 
@@ -128,6 +132,7 @@ def test_cli_export_writes_json_naming_the_state(rnn_model, tmp_path, capsys):
         "bahdanau": ({"h", "U_a_h"}, {"h", "U_a_h", "alpha", "cov"}),
         "sutskever": (set(), set()),
         "cho": ({"c"}, set()),
+        "convs2s": ({"z", "z_plus_e"}, {"z", "z_plus_e"}),
     }[rnn_model.config.model]
     assert {n for n, f in fields.items() if f["static"]} == expected[0]
     assert {n for n, f in fields.items() if f["source_axis"]} == expected[1]
