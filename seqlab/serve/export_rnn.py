@@ -1,6 +1,7 @@
-"""``seqlab export`` for the RNN encoder–decoders (Sutskever, Cho, Bahdanau, Luong) and the
-pointer-generator: the encoder and one decoder step with the decoder state as named
-tensors.
+"""``seqlab export`` for the RNN encoder–decoders (Sutskever, Cho, Bahdanau, Luong), ConvS2S
+and the pointer-generator: the encoder and one decoder step with the decoder state as
+named tensors (ConvS2S's list of buffers and int position through its codec,
+``seqlab.serve.export_convs2s``).
 
 Each of these models keeps its decoder state in a dataclass of batch-first tensors
 (``BahdanauState``: s, h, U_a_h, src_mask, alpha, cov; ``LuongState``: h, c, h_tilde,

@@ -459,7 +459,8 @@ def test_cli_ensemble_of_a_checkpoint_with_itself_translates_and_scores_as_it(
     checkpoint, prepared, trained, capsys
 ):
     """``--ensemble``: the pool of two equal distributions is the distribution, so the same
-    translations and BLEU; the pool reports no attention (null in --json)."""
+    translations and BLEU; the pool's attention is its members' mean alignment, here the
+    run's last decoder layer averaged over heads (seqlab.models.ensemble)."""
     from seqlab.cli.main import main
 
     sentences = ["der hund läuft.", "ein kind und eine katze."]
@@ -468,7 +469,12 @@ def test_cli_ensemble_of_a_checkpoint_with_itself_translates_and_scores_as_it(
     assert main([*pooled, *sentences]) == 0
     assert capsys.readouterr().out.splitlines() == expected
     assert main([*pooled, "--json", sentences[0]]) == 0
-    assert json.loads(capsys.readouterr().out)["attention"] is None
+    pool_attention = json.loads(capsys.readouterr().out)["attention"]
+    assert main(["translate", str(checkpoint), "--beam", "2", "--json", sentences[0]]) == 0
+    cross = torch.tensor(json.loads(capsys.readouterr().out)["attention"]["cross"])  # (L,H,T,S)
+    assert set(pool_attention) == {"cross"}
+    got = torch.tensor(pool_attention["cross"])  # (T, S)
+    torch.testing.assert_close(got, cross[-1].mean(0), rtol=0, atol=2e-4)  # JSON: 4 decimals
     assert main(["evaluate", str(checkpoint), "--json"]) == 0
     alone = json.loads(capsys.readouterr().out)
     assert main(["evaluate", str(checkpoint), "--ensemble", str(checkpoint), "--json"]) == 0
