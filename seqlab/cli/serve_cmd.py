@@ -107,7 +107,7 @@ def _cmd_export(args: argparse.Namespace) -> int:
 
 def add_commands(sub: argparse._SubParsersAction) -> None:
     """Register ``serve`` and ``export`` on the top-level parser's subcommands."""
-    from seqlab.cli.translate_cmd import add_ensemble_option
+    from seqlab.cli.translate_cmd import add_ensemble_option, add_exported_option
 
     p = sub.add_parser("serve", help="JSON API + web page for a trained checkpoint")
     p.add_argument("path", metavar="RUN_OR_CHECKPOINT")
@@ -121,6 +121,7 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--data-dir", help="data folder (default ../shared/data)")
     p.add_argument("--device", default="cpu")
     add_ensemble_option(p, "RUN_OR_CHECKPOINT")
+    add_exported_option(p)
     p.add_argument(
         "--precision",
         choices=["fp32", "bf16", "fp16", "int8", "auto"],

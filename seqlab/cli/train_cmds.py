@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from seqlab.cli.translate_cmd import (
+    add_exported_option,
     add_search_arguments,
     decoding_precision,
     load_run_or_ensemble,
@@ -230,6 +231,7 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
         help="more runs decoded with RUN_OR_CHECKPOINT as one model (the mean of their "
         "probabilities; runs of one task, model type and vocabulary)",
     )
+    add_exported_option(p)
     p.set_defaults(func=_cmd_evaluate)
 
     p = sub.add_parser("average", help="average the weights of a run's last checkpoints")

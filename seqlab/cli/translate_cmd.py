@@ -241,6 +241,13 @@ def load_run_or_ensemble(args: argparse.Namespace, data_dir: Path | None) -> Any
     from seqlab import api
 
     ensemble = getattr(args, "ensemble", None) or []
+    exported = getattr(args, "exported", None)
+    if exported:
+        _refuse_with_exported(args, ensemble)
+        from seqlab.serve.exported_model import use_exported
+
+        loaded = api.load(args.path, data_dir=data_dir, device=args.device)
+        return use_exported(loaded, exported, threads=torch.get_num_threads())
     if not ensemble:
         return api.load(args.path, data_dir=data_dir, device=args.device)
     if getattr(args, "compile", False):
@@ -249,6 +256,36 @@ def load_run_or_ensemble(args: argparse.Namespace, data_dir: Path | None) -> Any
             "eagerly: drop --compile"
         )
     return api.load_ensemble([args.path, *ensemble], data_dir=data_dir, device=args.device)
+
+
+def _refuse_with_exported(args: argparse.Namespace, ensemble: list[str]) -> None:
+    """``--exported DIR`` decodes one run's exported files in float32 on the CPU."""
+    clash = [
+        flag
+        for flag, on in (
+            ("--ensemble", bool(ensemble)),
+            ("--compile", bool(getattr(args, "compile", False))),
+            ("--precision " + str(getattr(args, "precision", "fp32")),
+             getattr(args, "precision", "fp32") not in ("fp32", "auto")),
+            ("--device " + str(args.device), str(args.device) != "cpu"),
+        )
+        if on
+    ]  # fmt: skip
+    if clash:
+        raise SeqlabError(
+            f"--exported decodes one run's exported files as they are (float32, CPU): "
+            f"drop {', '.join(clash)}"
+        )
+
+
+def add_exported_option(p: argparse.ArgumentParser) -> None:
+    """``--exported DIR``: decode through the files ``seqlab export`` wrote there."""
+    p.add_argument(
+        "--exported",
+        metavar="DIR",
+        help="decode through this run's exported encoder and step (seqlab export; "
+        "TorchScript, or ONNX run by onnxruntime) instead of the checkpoint's model",
+    )
 
 
 def use_compiled_decoding(loaded: Any) -> None:
@@ -277,6 +314,7 @@ def add_command(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--data-dir", help="data folder (default ../shared/data)")
     p.add_argument("--device", default="cpu")
     add_ensemble_option(p, "RUN_OR_CHECKPOINT")
+    add_exported_option(p)
     p.set_defaults(func=_cmd_translate)
 
 
