@@ -266,7 +266,7 @@ def _refuse_with_exported(args: argparse.Namespace, ensemble: list[str]) -> None
             ("--ensemble", bool(ensemble)),
             ("--compile", bool(getattr(args, "compile", False))),
             ("--precision " + str(getattr(args, "precision", "fp32")),
-             getattr(args, "precision", "fp32") not in ("fp32", "auto")),
+             getattr(args, "precision", "fp32") != "fp32"),
             ("--device " + str(args.device), str(args.device) != "cpu"),
         )
         if on

@@ -31,6 +31,8 @@ import contextlib
 import io as io_module
 import json
 import logging
+import os
+import tempfile
 import warnings
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -214,7 +216,22 @@ def export_model(
 def _export_eval(
     model: nn.Module, name: str, out: Path, fmt: str, info: dict[str, Any] | None
 ) -> list[Path]:
-    out.mkdir(parents=True, exist_ok=True)
+    """Write the three files into a fresh folder beside ``out``, then move them into
+    ``out``, ``export.json`` last: an export that fails leaves ``out`` as it was, and a
+    folder with an ``export.json`` holds that export's files (each move is atomic)."""
+    out.parent.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(prefix=f".{out.name}-", dir=out.parent) as tmp:
+        written = _write_files(model, name, Path(tmp), fmt, info)
+        out.mkdir(exist_ok=True)
+        (out / "export.json").unlink(missing_ok=True)  # the old set is incomplete from here
+        for path in written:
+            os.replace(path, out / path.name)
+    return [out / p.name for p in written]
+
+
+def _write_files(
+    model: nn.Module, name: str, out: Path, fmt: str, info: dict[str, Any] | None
+) -> list[Path]:
     ext = FORMATS[fmt]
     paths = [out / f"encoder{ext}", out / f"step{ext}", out / "export.json"]
     if name != "transformer":

@@ -173,3 +173,23 @@ def test_export_leaves_the_model_in_its_mode(fmt, training, tmp_path):
     state = _state(model, src, src != PAD_ID)
     for name, t in zip(step.meta["encoder"]["outputs"], fields):  # traced without dropout
         torch.testing.assert_close(t, getattr(state, name), rtol=1e-5, atol=1e-6)
+
+
+def test_a_failed_export_leaves_the_folder_as_it_was(tmp_path, monkeypatch):
+    import seqlab.serve.export as export_module
+
+    torch.manual_seed(0)
+    model = Luong(LuongConfig(emb_dim=8, hidden_size=8, layers=1, dropout=0.0), 30, 40)
+    out = tmp_path / "out"
+    first = export_model(model, "luong", out)
+    before = {p.name: p.read_bytes() for p in first}
+
+    def fail_midway(model, name, layout, fmt, paths):
+        paths[0].write_bytes(b"half an export")
+        raise RuntimeError("the exporter failed")
+
+    monkeypatch.setattr(export_module, "write_fields", fail_midway)
+    with pytest.raises(RuntimeError, match="the exporter failed"):
+        export_model(model, "luong", out, "onnx")
+    assert {p.name: p.read_bytes() for p in out.iterdir()} == before  # the old export, whole
+    assert [p.name for p in tmp_path.iterdir()] == ["out"]  # no scratch folder left
