@@ -131,8 +131,8 @@ def test_cli_export_and_refusals(translation_dir, lm_model, tmp_path, capsys):
 def test_onnx_export_leaves_the_model_in_its_mode_and_stderr_quiet(
     translation_model, tmp_path, caplog
 ):
-    # in eval mode, as loaded (the dynamo exporter restored its wrapper's training mode;
-    # both modes, both exporters: test_export_rnn.py::test_export_leaves_the_model_in_its_mode)
+    # in eval mode, as loaded (the TorchScript-based exporter of the RNN export restored
+    # its fresh wrapper's training mode; both modes: test_export_rnn.py's mode test)
     model = translation_model.model.eval()
     export(translation_model, tmp_path, fmt="onnx")
     assert not any(m.training for m in model.modules())
