@@ -216,16 +216,21 @@ def export_model(
 def _export_eval(
     model: nn.Module, name: str, out: Path, fmt: str, info: dict[str, Any] | None
 ) -> list[Path]:
-    """Write the three files into a fresh folder beside ``out``, then move them into
-    ``out``, ``export.json`` last: an export that fails leaves ``out`` as it was, and a
-    folder with an ``export.json`` holds that export's files (each move is atomic)."""
+    """Write the files into a fresh folder beside ``out``, then move them into ``out``,
+    ``export.json`` last: an export that fails leaves ``out`` as it was, and a folder with
+    an ``export.json`` holds that export's files (each move is atomic). Every file the
+    exporters wrote moves, the ONNX weights the dynamo exporter keeps beside a graph
+    (``encoder.onnx.data``) included."""
     out.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix=f".{out.name}-", dir=out.parent) as tmp:
         written = _write_files(model, name, Path(tmp), fmt, info)
         out.mkdir(exist_ok=True)
         (out / "export.json").unlink(missing_ok=True)  # the old set is incomplete from here
-        for path in written:
-            os.replace(path, out / path.name)
+        meta = written[-1]  # export.json
+        for path in sorted(Path(tmp).iterdir()):
+            if path != meta:
+                os.replace(path, out / path.name)
+        os.replace(meta, out / meta.name)
     return [out / p.name for p in written]
 
 

@@ -74,7 +74,7 @@ def test_serve_answers_through_the_exported_files(translation_model, tmp_path):
 
     from seqlab.serve.app import Limits, create_app
 
-    export(translation_model, tmp_path / "x", fmt="onnx")
+    export(translation_model, tmp_path / "x")  # TorchScript: serve reads either format alike
     via = use_exported(translation_model, tmp_path / "x")
     want = translation_model.translate(SENTENCES[:2], beam=5)
     with TestClient(create_app(via, Limits())) as client:
