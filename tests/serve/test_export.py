@@ -6,6 +6,8 @@ search's n-best tokens and scores, and families without an exportable step are r
 
 from __future__ import annotations
 
+import logging
+
 import pytest
 import torch
 
@@ -18,11 +20,31 @@ from seqlab.serve.export import beam_exported, export, greedy_exported, load_exp
 from seqlab.tasks.translation_eval import SearchSettings, decode_ids, length_limit
 from tests.serve.test_api import SENTENCES
 
+EXPORTS: dict[str, dict] = {}  # format -> what its export did: log records, mode after
+
+
+class _Records(logging.Handler):
+    def __init__(self) -> None:
+        super().__init__(logging.DEBUG)
+        self.records: list[logging.LogRecord] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.records.append(record)
+
 
 @pytest.fixture(scope="module", params=["torchscript", "onnx"])
 def exported(request, translation_model, tmp_path_factory):
     folder = tmp_path_factory.mktemp(request.param)
-    paths = export(translation_model, folder, fmt=request.param)
+    model = translation_model.model.eval()  # as loaded
+    seen = _Records()  # what torch.onnx's operator registry logs (it does not propagate)
+    logger = logging.getLogger("torch.onnx._internal.exporter._registration")
+    logger.addHandler(seen)
+    try:
+        paths = export(translation_model, folder, fmt=request.param)
+    finally:
+        logger.removeHandler(seen)
+    training = [m.training for m in model.modules()]
+    EXPORTS[request.param] = {"records": seen.records, "training_after": training}
     suffix = {"torchscript": ".pt", "onnx": ".onnx"}[request.param]
     assert [p.name for p in paths] == [f"encoder{suffix}", f"step{suffix}", "export.json"]
     return load_exported(folder)
@@ -128,13 +150,10 @@ def test_cli_export_and_refusals(translation_dir, lm_model, tmp_path, capsys):
     assert len(err) == 1 and err[0].startswith("seqlab: error: ")
 
 
-def test_onnx_export_leaves_the_model_in_its_mode_and_stderr_quiet(
-    translation_model, tmp_path, caplog
-):
+@pytest.mark.parametrize("exported", ["onnx"], indirect=True)
+def test_onnx_export_leaves_the_model_in_its_mode_and_stderr_quiet(exported):
     # in eval mode, as loaded (the TorchScript-based exporter of the RNN export restored
     # its fresh wrapper's training mode; both modes: test_export_rnn.py's mode test)
-    model = translation_model.model.eval()
-    export(translation_model, tmp_path, fmt="onnx")
-    assert not any(m.training for m in model.modules())
+    assert not any(EXPORTS["onnx"]["training_after"])
     # the exporter's notes on torchvision operators (not installed, not used) are held back
-    assert not [r for r in caplog.records if "torchvision" in r.getMessage()]
+    assert not [r for r in EXPORTS["onnx"]["records"] if "torchvision" in r.getMessage()]
