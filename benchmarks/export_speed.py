@@ -57,8 +57,9 @@ def decode_with(decoder, batches, beam: int, n_new: int) -> list[torch.Tensor]:
         ]
 
 
-def runs_of(model, name: str, batches, beam: int, n_new: int, folder: Path, threads: int):
-    """{variant: one repetition (decode every batch, return the 1-best list)}."""
+def runs_of(model, exported: dict, batches, beam: int, n_new: int):
+    """{variant: one repetition (decode every batch, return the 1-best list)};
+    ``exported``: {format: ``ExportedDecoder``}, written once per model."""
 
     def eager(precision: str) -> Callable[[], list]:
         def run() -> list:
@@ -67,10 +68,6 @@ def runs_of(model, name: str, batches, beam: int, n_new: int, folder: Path, thre
 
         return run
 
-    exported = {
-        fmt: exported_decoder(model, name, fmt, folder / fmt, threads)
-        for fmt in ("torchscript", "onnx")
-    }
     runs = {"eager fp32": eager("fp32"), "eager int8": eager("int8")}
     for fmt, decoder in exported.items():
         runs[fmt] = lambda d=decoder: decode_with(d, batches, beam, n_new)
@@ -82,10 +79,13 @@ def measure(name: str, args: argparse.Namespace, folder: Path) -> list[str]:
     model, batches = decode_workload(size, args.sentences, 32, args.threads)
     if name != "transformer":
         model = rnn_preset(name, size.vocab)
+    exported = {  # one export per model, decoded by every search
+        fmt: exported_decoder(model, name, fmt, folder / f"{name}-{fmt}", args.threads)
+        for fmt in ("torchscript", "onnx")
+    }
     rows = []
     for beam in (int(b) for b in args.searches.split(",")):
-        runs = runs_of(model, name, batches, beam, args.new_tokens, folder / f"{name}-{beam}",
-                       args.threads)  # fmt: skip
+        runs = runs_of(model, exported, batches, beam, args.new_tokens)
         best = {v: run() for v, run in runs.items()}
         times = round_robin(runs, args.reps)
         steps = len(batches) * args.new_tokens

@@ -21,7 +21,7 @@ they are read from the cache's shape. ONNX files come from ``torch.onnx.export(d
 with B, S and t declared dynamic (needs the ``onnx`` and ``onnxscript`` packages;
 ``onnxruntime`` runs them in ``load_exported``). The RNN encoder–decoders' state is a
 dataclass of named tensors, exported field by field (``export_rnn``); so are ConvS2S's
-(its buffers of past inputs and its position, ``export_convs2s``) and the
+(its buffers of past inputs and its position, ``export_codec``) and the
 pointer-generator's (with its per-batch extended vocabulary).
 """
 

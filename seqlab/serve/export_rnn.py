@@ -1,7 +1,7 @@
 """``seqlab export`` for the RNN encoder–decoders (Sutskever, Cho, Bahdanau, Luong), ConvS2S
 and the pointer-generator: the encoder and one decoder step with the decoder state as
 named tensors (ConvS2S's list of buffers and int position through its codec,
-``seqlab.serve.export_convs2s``).
+``seqlab.serve.export_codec``).
 
 Each of these models keeps its decoder state in a dataclass of batch-first tensors
 (``BahdanauState``: s, h, U_a_h, src_mask, alpha, cov; ``LuongState``: h, c, h_tilde,
@@ -51,7 +51,7 @@ from torch import Tensor, nn
 from seqlab.data.vocab import BOS_ID, EOS_ID, PAD_ID, UNK_ID
 from seqlab.errors import SeqlabError
 from seqlab.nn.recurrent import Recurrent
-from seqlab.serve.export_convs2s import DataclassCodec, codec_of
+from seqlab.serve.export_codec import DataclassCodec, codec_of
 
 FIELDS_MODELS = ("sutskever", "cho", "bahdanau", "luong", "convs2s")  # state: named tensors
 MASK = "src_mask"

@@ -29,7 +29,7 @@ from seqlab.serve.export import (
     greedy_exported,
     load_exported,
 )
-from seqlab.serve.export_convs2s import codec_of
+from seqlab.serve.export_codec import codec_of
 from seqlab.serve.export_rnn import _without_packed_shape_notes
 from tests.serve import runs
 from tests.serve.test_api import SENTENCES
