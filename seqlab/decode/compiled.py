@@ -18,6 +18,7 @@ never used; steps always run without autograd.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import functools
 import os
 import shutil
@@ -63,6 +64,18 @@ def attention_pattern_off() -> Iterator[None]:
         yield
     finally:
         fuse_attention._sfdp_params_check = saved
+
+
+def _general_sizes() -> contextlib.AbstractContextManager:
+    """Dynamo's shape settings for tracing the step: sizes 1 are not specialised where the
+    code does not need it (``backed_size_oblivious``: the cache at t = 1 and a batch of
+    one share the general graph; a guard is still added where a size of 1 changes what
+    runs), and two sizes equal by chance are not assumed equal (``use_duck_shape`` off:
+    the memory's rows and the step's rows differ in beam search).
+    docs/perf-notes-compiled-beam.md §56."""
+    import torch.fx.experimental._config as fx_config
+
+    return fx_config.patch(backed_size_oblivious=True, use_duck_shape=False)
 
 
 def sdpa_rewrite_for(device_type: str, beam: int, cpu_flags: frozenset[str]) -> bool:
@@ -209,7 +222,7 @@ class CompiledStep:
         to a ``TreeKVCache`` adds graphs (dynamo's recompile limit was reached when both
         ran through one compiled step), for no gain compiled (docs/perf-notes-measured.md
         §24).  Shapes: as ``model.init_state``."""
-        return self.model.init_state(memory, src_mask, cache="concat")
+        return canonical_state(self.model.init_state(memory, src_mask, cache="concat"))
 
     def step(self, y_prev: Tensor, state: Any) -> tuple[Tensor, PendingReorder]:
         """``model.step`` compiled; the state comes back as a ``PendingReorder``, so that
@@ -253,6 +266,19 @@ class CompiledStep:
         live = live_log_prob[active]  # (A, K)
         return self._compiled(y_prev, state, True, live, eos_id, ban_eos)
 
+    def _first_step(
+        self, y_prev: Tensor, state: Any, index: Tensor | None, log_probs: bool
+    ) -> tuple[Tensor, PendingReorder]:
+        """The step at t = 0 (empty self-attention cache), run eagerly: once per batch, and
+        a graph of its own if compiled (dynamo does not generalise a size 0), ~15 s of
+        compiling on a 2-core CPU for one eager step's milliseconds (§56).
+        Shapes: as ``step`` / ``log_prob_step``."""
+        with torch.no_grad():
+            if index is not None:
+                state = reorder_state(state, index, within_inputs=True)
+            logits, state = self.model.step(y_prev, state)  # (B, V)
+        return (step_log_probs(logits) if log_probs else logits), PendingReorder(state)
+
     def _compiled(
         self,
         y_prev: Tensor,
@@ -271,6 +297,16 @@ class CompiledStep:
             eager_reorder = not self.reorder_in_graph or full_reorder_on()
             if index is not None and (eager_reorder or _holds_tree_cache(state)):
                 state, index = reorder_state(state, index, within_inputs=True), None
+        tree = _holds_tree_cache(state)
+        if getattr(state, "length", None) == 0 and live_log_prob is None and not tree:
+            return self._first_step(y_prev, state, index, log_probs)
+        if index is None and self.reorder_in_graph and not tree and _shared_memory_rows(state):
+            # Beam search's first step after the expansion has no reorder pending: the
+            # identity takes the graph every later step takes (§56), instead of one more.
+            index = torch.arange(y_prev.size(0), device=y_prev.device)  # (B·K,)
+        # Dynamo guards how an input view lies in its base, and the searches pass views
+        # at some steps only: the ids' few bytes are copied rather than a graph added.
+        y_prev, index = _not_a_view(y_prev), _not_a_view(index)
         # Compiling is lazy (first call, and again for new shapes), so freezing is set around
         # every call; torch.compile(options={"freezing": True}) was measured not to freeze.
         # A TreeKVCache's Python bookkeeping (copy on a second write, grow the buffer,
@@ -288,7 +324,7 @@ class CompiledStep:
         else:
             keep_attention, projections = attention_pattern_off(), contextlib.nullcontext()
         freezing = self._inductor_config.patch(freezing=self.freeze)
-        with torch.no_grad(), freezing, keep_attention, projections:
+        with torch.no_grad(), freezing, keep_attention, projections, _general_sizes():
             out, state = self._step(
                 y_prev, state, index, log_probs, self.sdpa_rewrite, live_log_prob, eos_id,
                 ban_eos,
@@ -296,6 +332,36 @@ class CompiledStep:
         if callable(written):
             state.written()
         return out, PendingReorder(state)
+
+
+def _shared_memory_rows(state: Any) -> bool:
+    """Whether the state's memory keys are shared by several rows (beam search's grouped
+    cross-attention cache: ``KVCache.group`` > 1)."""
+    layers = getattr(state, "layers", None)
+    return bool(layers) and getattr(layers[0].cross_kv, "group", 1) > 1
+
+
+def _not_a_view(t: Tensor | None) -> Tensor | None:
+    """``t`` itself, or a copy if it is a view of another tensor (§56)."""
+    return t.clone() if t is not None and t._base is not None else t
+
+
+def canonical_state(state: Any) -> Any:
+    """The Transformer's initial decoder state in the layout the compiled graphs are
+    traced with, so that a new batch reuses them (dynamo guards every input's strides and
+    aliasing): each layer's empty self-attention keys and values as two tensors (one
+    tensor for both is guarded as ``k is v``, which no later step's cache satisfies) and
+    the memory's keys and values contiguous (``project_kv`` gives a transposed view, a
+    graph returns them contiguous, and strides are guarded: without this, greedy then
+    beam search compiled 6 graphs, not 4). One copy of the memory's keys and values per
+    batch, not per step (docs/perf-notes-compiled-beam.md §56)."""
+    layers = []
+    for layer in state.layers:
+        empty, cross = layer.self_kv.k, layer.cross_kv
+        self_kv = dataclasses.replace(layer.self_kv, v=torch.empty_like(empty))
+        cross = dataclasses.replace(cross, k=cross.k.contiguous(), v=cross.v.contiguous())
+        layers.append(dataclasses.replace(layer, self_kv=self_kv, cross_kv=cross))
+    return dataclasses.replace(state, layers=layers)
 
 
 def compiled_decoder(model: nn.Module, beam: int = 1) -> CompiledStep:

@@ -9,6 +9,7 @@ import contextlib
 
 import pytest
 import torch
+from torch._dynamo.utils import counters
 
 from seqlab.cli.translate_cmd import add_search_arguments, search_overrides
 from seqlab.data.vocab import BOS_ID, EOS_ID, PAD_ID
@@ -43,8 +44,12 @@ def _sources(n: int = 10) -> list[list[int]]:
 @pytest.mark.slow
 @pytest.mark.compiles
 def test_compiled_decoding_equals_eager():
+    # §56: greedy and beam search (batches of 10 and, as inputs finish, of one) compile
+    # four graphs: greedy's and beam's, each also for one row (one input) left. Before,
+    # eight: dynamo's recompile limit, past which the step silently ran eagerly.
     model, sources = _model(), _sources()
     torch._dynamo.reset()
+    graphs = counters["stats"]["unique_graphs"]
     try:
         for beam in (1, 4):
             eager = decode_ids(model, sources, SearchSettings(beam=beam, max_len_b=8))
@@ -55,6 +60,7 @@ def test_compiled_decoding_equals_eager():
             for got, want in zip(fast, eager):
                 assert [s for _, s, _ in got] == pytest.approx([s for _, s, _ in want], abs=1e-4)
             assert len({tuple(nb[0][0]) for nb in eager}) > 3  # distinct outputs
+        assert counters["stats"]["unique_graphs"] - graphs <= 4
     finally:
         torch._dynamo.reset()
 
@@ -65,7 +71,8 @@ def test_log_prob_step_is_the_log_softmax_of_the_step():
     # The searches take log p from the compiled graph (``log_prob_step``, log_softmax fused
     # there; perf-notes-amx.md §50): it must be step_log_probs of the compiled logits, and
     # the eager form (log_probs_in_graph False) the same values exactly. The log_softmax
-    # follows the last layer only: one layer.
+    # follows the last layer only: one layer. At t = 1: the step at t = 0 runs eagerly
+    # (§56; test_the_first_step_runs_eagerly).
     model = _model(layers=1)
     src = torch.tensor(_sources(4)[0])[None].repeat(3, 1)  # (3, S)
     mask = torch.ones_like(src, dtype=torch.bool)
@@ -75,16 +82,46 @@ def test_log_prob_step_is_the_log_softmax_of_the_step():
         y = torch.tensor([1, 5, 7])  # (3,)
         with torch.no_grad():
             memory = model.encode(src, mask)
-            logits, _ = step.step(y, step.init_state(memory, mask))  # (3, V)
-            log_p, state = step.log_prob_step(y, step.init_state(memory, mask))  # (3, V)
+            _, at_1 = step.step(y, step.init_state(memory, mask))  # t = 0, eagerly
+            logits, _ = step.step(y, at_1)  # (3, V)
+            log_p, state = step.log_prob_step(y, at_1)  # (3, V)
             step.log_probs_in_graph = False
-            eager_log_p, _ = step.log_prob_step(y, step.init_state(memory, mask))
+            eager_log_p, _ = step.log_prob_step(y, at_1)
         want = step_log_probs(logits)
         assert log_p.dtype == torch.float32 and log_p.shape == (3, V)
         torch.testing.assert_close(log_p, want, rtol=0, atol=1e-5)
         assert torch.equal(eager_log_p, want)
         assert torch.allclose(log_p.exp().sum(-1), torch.ones(3), atol=1e-5)
         assert hasattr(state, "resolved")  # the state stays a PendingReorder
+    finally:
+        torch._dynamo.reset()
+
+
+@pytest.mark.slow
+@pytest.mark.compiles
+def test_the_first_step_runs_eagerly_and_a_new_batch_reuses_the_graph():
+    # §56: the step at t = 0 (empty cache) runs eagerly, t = 1 on share one graph, and a
+    # second batch (other rows, other source length) compiles nothing. Each step's log p
+    # equal the eager model's. (The initial state's layout, ``canonical_state``, matters
+    # where greedy and beam search share the step: test_compiled_decoding_equals_eager.)
+    model = _model(layers=1)
+    torch._dynamo.reset()
+    graphs = counters["stats"]["unique_graphs"]
+    try:
+        step = compiled_decoder(model)
+        for n, rows in ((4, 3), (6, 5)):
+            src = torch.tensor(_sources(n)[n - 1])[None].repeat(rows, 1)  # (rows, S)
+            mask = torch.ones_like(src, dtype=torch.bool)
+            y = torch.arange(rows) + 4  # (rows,)
+            with torch.no_grad():
+                memory = model.encode(src, mask)
+                state, eager = step.init_state(memory, mask), model.init_state(memory, mask)
+                for t in range(3):
+                    log_p, state = step.log_prob_step(y, state)  # (rows, V)
+                    logits, eager = model.step(y, eager)
+                    torch.testing.assert_close(log_p, step_log_probs(logits), rtol=0, atol=1e-5)
+                    compiled_so_far = counters["stats"]["unique_graphs"] - graphs
+                    assert compiled_so_far == (0 if (n, t) == (4, 0) else 1)
     finally:
         torch._dynamo.reset()
 
@@ -181,7 +218,8 @@ def test_sdpa_rewrite_off_keeps_the_steps_matmuls(monkeypatch):
         assert step.sdpa_rewrite is rewrite
         with torch.no_grad():
             y, state = torch.tensor([1, 5]), step.init_state(model.encode(src, mask), mask)
-            step.log_prob_step(y, state)  # compiles
+            for _ in range(2):  # t = 0 runs eagerly (§56), t = 1 compiles
+                _, state = step.log_prob_step(y, state)
             with profile() as prof:
                 model.encode(src, mask)
                 for _ in range(3):
@@ -221,7 +259,7 @@ def test_the_step_projects_q_k_v_by_one_product_where_the_rewrite_is_off(monkeyp
             if not stacked:
                 stack.enter_context(separate_projections())
             y, state = torch.tensor([1, 5]), step.init_state(model.encode(src, mask), mask)
-            for _ in range(4):  # compiles (empty, one-position and dynamic-length caches)
+            for _ in range(2):  # t = 0 eagerly, t = 1 compiles the graph of every t ≥ 1 (§56)
                 _, state = step.log_prob_step(y, state)
             with profile() as prof:
                 for _ in range(3):
