@@ -259,8 +259,25 @@ def _write_files(
         "step": step_io,
         "state": state,
     }
+    if (positions := position_tables(model, name)) is not None:
+        meta["positions"] = positions
     paths[2].write_text(json.dumps(meta, indent=1) + "\n", encoding="utf-8")
     return paths
+
+
+def position_tables(model: nn.Module, name: str) -> dict[str, int] | None:
+    """How many source and target positions the exported graphs have vectors for: their
+    position tables are constants of the export (the eager sinusoidal table grows
+    instead; ``seqlab.nn.positional``), so a longer source or a longer decode has no
+    vector there. None for the families without positions (the RNNs, the
+    pointer-generator)."""
+    if name == "convs2s":
+        return {"source": model.src_pos.max_len, "target": model.tgt_pos.max_len}
+    if name == "transformer":
+        pos = model.pos
+        n = pos.PE.size(0) if hasattr(pos, "PE") else pos.max_len
+        return {"source": n, "target": n}
+    return None
 
 
 def _write_transformer(model: nn.Module, fmt: str, paths: list[Path]) -> None:
@@ -432,12 +449,31 @@ class ExportedDecoder:
         layout = meta.get("state", {}).get("layout", "kv_cache")
         self.fields = FieldsDriver(meta) if layout == "fields" else None
         self.rule = unk_rule(meta.get("decode"))
+        self.positions = meta.get("positions")
+
+    def _check_position(self, what: str, n: int) -> None:
+        """A clear error where the exported graphs have no position vector for position
+        ``n`` − 1 (``position_tables``), instead of ONNX Runtime's index error or a
+        silently clamped slice."""
+        if self.positions is not None and n > self.positions[what]:
+            raise SeqlabError(
+                f"the exported model has position vectors for {self.positions[what]} "
+                f'{what} positions (export.json "positions"), and this decode needs '
+                f"{n}: "
+                + (
+                    "use shorter sources"
+                    if what == "source"
+                    else "lower the decode's maximum length (--max-len-a / --max-len-b)"
+                )
+                + ", or decode from the checkpoint without --exported"
+            )
 
     def init_state(
         self, src: Tensor, src_mask: Tensor, **extra: Tensor
     ) -> ExportedState | FieldsState:
         """Encoder outputs (and empty self-attention caches).  src, src_mask (B, S);
         ``extra``: the encoder's other inputs by name (the pointer-generator's)."""
+        self._check_position("source", src.size(1))
         if self.fields is not None:
             inputs = {"src": src, "src_mask": src_mask, **extra}
             return self.fields.init_state(self.encoder, inputs)
@@ -448,6 +484,10 @@ class ExportedDecoder:
 
     def step(self, y_prev: Tensor, state: Any) -> tuple[Tensor, Any]:
         """y_prev (B,) long -> logits (B, V), the next state."""
+        if isinstance(state, ExportedState):
+            self._check_position("target", state.self_k.size(3) + 1)
+        elif "steps" in state.tensors:  # ConvS2S: the position is the width of "steps"
+            self._check_position("target", state.tensors["steps"].size(1) + 1)
         if self.fields is not None:
             logits, state = self.fields.step(self.exported_step, y_prev, state)
             return self.rule(logits), state
