@@ -39,9 +39,12 @@ def compile_decoding(
     start = time.perf_counter()
     device = next(loaded.model.parameters()).device
     for beam in dict.fromkeys(beams):  # in order, once each
-        # two sentences: a batch of 1 would compile a graph specialised to one row
+        # two sentences, then one: a batch of several rows and a batch of one row take a
+        # graph each (docs/perf-notes-compiled-beam.md §56); both compile here, so that a
+        # one-sentence request does not wait for its graph
         with autocast_context(precision, device):  # type: ignore[arg-type]
             loaded.task.translate(loaded.model, ["a", "a b c"], beam=beam)
+            loaded.task.translate(loaded.model, ["a b"], beam=beam)
     return time.perf_counter() - start
 
 

@@ -4,6 +4,7 @@ translates afterwards equals the eager translation; other tasks are refused."""
 
 import pytest
 import torch
+from torch._dynamo.utils import counters
 
 from seqlab import api
 from seqlab.cli.serve_cmd import compile_decoding
@@ -19,9 +20,15 @@ def test_compiled_server_translates_what_eager_does(translation_dir):
     try:
         seconds = compile_decoding(fast, beams=(2, 1))
         assert seconds > 0 and fast.task.cfg.test_compile
+        graphs = counters["stats"]["unique_graphs"]
         for beam in (1, 2):
             want = eager.task.translate(eager.model, SENTENCES, beam=beam)
             assert fast.task.translate(fast.model, SENTENCES, beam=beam) == want
+            one = [SENTENCES[1]]  # a request of one sentence: the one-row graphs
+            assert fast.task.translate(fast.model, one, beam=beam) == want[1:2]
+        # the warm-up compiled every graph the requests need (docs/perf-notes-compiled-
+        # beam.md §56): no request waits for a compile
+        assert counters["stats"]["unique_graphs"] == graphs
     finally:
         torch._dynamo.reset()
 
