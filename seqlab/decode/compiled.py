@@ -7,7 +7,8 @@ dynamic=True)`` with inductor's **weight freezing** makes the step one graph who
 weights are packed once, as constants: on a 2-core avx512_bf16 CPU greedy decoding ran
 1.73–1.82× the eager step and beam 5 1.21×, with the same tokens in float32
 (docs/perf-notes-measured.md §23). The first pass over the shapes of a search compiles
-(~50–70 s there); the compiled step is kept per model and reused.
+(~50–70 s there, half that since docs/perf-notes-compiled-beam.md §56's fewer graphs);
+the compiled step is kept per model and reused.
 
 Freezing copies the weights into the compiled code, so the compiled step is for inference
 only: :func:`compiled_decoder` records the weights' in-place version counters and compiles
