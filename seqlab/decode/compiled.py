@@ -295,13 +295,13 @@ class CompiledStep:
         index = None
         if isinstance(state, PendingReorder):
             state, index = state.state, state.index
-            eager_reorder = not self.reorder_in_graph or full_reorder_on()
-            if index is not None and (eager_reorder or _holds_tree_cache(state)):
-                state, index = reorder_state(state, index, within_inputs=True), None
         tree = _holds_tree_cache(state)
+        reorder_in_graph = self.reorder_in_graph and not full_reorder_on() and not tree
+        if index is not None and not reorder_in_graph:
+            state, index = reorder_state(state, index, within_inputs=True), None
         if getattr(state, "length", None) == 0 and live_log_prob is None and not tree:
             return self._first_step(y_prev, state, index, log_probs)
-        if index is None and self.reorder_in_graph and not tree and _shared_memory_rows(state):
+        if index is None and reorder_in_graph and _shared_memory_rows(state):
             # Beam search's first step after the expansion has no reorder pending: the
             # identity takes the graph every later step takes (§56), instead of one more.
             index = torch.arange(y_prev.size(0), device=y_prev.device)  # (B·K,)
