@@ -4,7 +4,8 @@ translation run (on its own data or on any source file), of
 ``seqlab.eval.sentence_invariants`` on a classifier or tagger.
 
     seqlab check RUN_OR_CHECKPOINT [--split valid] [--src FILE] [--sentences 32]
-                 [--beam K] [--length 64] [--dtype float64|float32] [--json]
+                 [--beam K] [--length 64] [--dtype float64|float32] [--exported DIR]
+                 [--json]
 
 Prints one row per check (what was compared, the largest difference, the tolerance,
 ok / FAILED, and where the largest difference is); with ``--json``, one JSON object.
@@ -77,7 +78,35 @@ def _translation(loaded: Any, args: argparse.Namespace, dtype: Any) -> tuple[lis
         sources = [list(x) for x in task.ids[args.split][0][: args.sentences]]
         origin = f"{args.split} split"
     s = task._settings(args.beam if args.beam is not None else task.cfg.test_beam)
-    return _search_checks(loaded, dtype, sources, len(sources), origin, s)
+    checks, info, head = _search_checks(loaded, dtype, sources, len(sources), origin, s)
+    return _with_export_checks(loaded, args, sources, s, checks, info, head)
+
+
+def _with_export_checks(
+    loaded: Any, args: argparse.Namespace, sources: Any, s: Any, checks: list, info: dict,
+    head: str,
+) -> tuple[list, dict, str]:  # fmt: skip
+    """With ``--exported DIR``, checks 6–7 after the five, and the files named."""
+    if args.exported:
+        more, info["exported"], note = _export_checks(loaded, args.exported, sources, s)
+        checks, head = checks + more, f"{head}; {note}"
+    return checks, info, head
+
+
+def _export_checks(loaded: Any, folder: str, sources: Any, s: Any) -> tuple[list, dict, str]:
+    """Checks 6–7 (``seqlab.eval.export_invariants``): the run against the files
+    ``seqlab export`` wrote to ``folder``; with what the header and the JSON say of them."""
+    from seqlab.eval.export_invariants import run_export_checks
+    from seqlab.serve.exported_model import use_exported
+
+    exported = use_exported(loaded, folder).model
+    meta = exported.meta
+    made = meta.get("checkpoint") or {}
+    info = {"folder": str(folder), "format": meta.get("format"), "step": made.get("step")}
+    note = f"exported {meta.get('format')} files in {folder}"
+    if made.get("step") is not None:
+        note += f" (from step {made['step']})"
+    return run_export_checks(loaded.model, exported, sources, s), info, note
 
 
 def _copy(loaded: Any, args: argparse.Namespace, dtype: Any) -> tuple[list, dict, str]:
@@ -98,7 +127,8 @@ def _copy(loaded: Any, args: argparse.Namespace, dtype: Any) -> tuple[list, dict
     rule = "unk_to_copy" if cfg.unk_to_copy else "block_unk" if cfg.block_unk else "none"
     sources = CopySources(examples, len(task.tgt_vocab), cfg.block_unk, cfg.unk_to_copy,
                           cfg.coverage_penalty)  # fmt: skip
-    return _search_checks(loaded, dtype, sources, len(examples), origin, s, rule)
+    checks, info, head = _search_checks(loaded, dtype, sources, len(examples), origin, s, rule)
+    return _with_export_checks(loaded, args, sources, s, checks, info, head)
 
 
 def _lm(loaded: Any, args: argparse.Namespace, dtype: Any) -> tuple[list, dict, str]:
@@ -181,6 +211,10 @@ def _cmd_check(args: argparse.Namespace) -> int:
         raise SeqlabError(f"--sentences must be >= 1, got {args.sentences}")
     if args.beam is not None and args.beam < 1:
         raise SeqlabError(f"--beam must be >= 1, got {args.beam}")
+    if args.exported and args.device != "cpu":
+        raise SeqlabError(
+            f"--exported runs the exported files on the CPU: drop --device {args.device}"
+        )
     data_dir = Path(args.data_dir) if args.data_dir else None
     loaded = api.load(args.path, data_dir=data_dir, device=args.device)
     kinds = {"translation": _translation, "copy_translation": _copy, "lm": _lm,
@@ -192,6 +226,12 @@ def _cmd_check(args: argparse.Namespace) -> int:
             f"{loaded.checkpoint}: seqlab check runs on translation, language-model, "
             f"classification and tagging runs (task: {', '.join(kinds)}); this run's task "
             f"is '{loaded.config.task}'"
+        )
+    if args.exported and loaded.config.task not in ("translation", "copy_translation"):
+        raise SeqlabError(
+            f"--exported checks a translation or pointer-generator run against its exported "
+            f"files; this run's task is '{loaded.config.task}' (seqlab export writes those "
+            "models only)"
         )
     checks, info, head = kinds[loaded.config.task](loaded, args, getattr(torch, args.dtype))
     failed = sum(not c.passed for c in checks)
@@ -221,6 +261,9 @@ def add_command(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--length", type=int, help="LM: tokens per row (default 64, ≤ its context)")
     p.add_argument("--beam", type=int, help="beam width K (default: the run's task.test_beam)")
     p.add_argument("--dtype", choices=DTYPES, default="float64", help="precision of the checks")
+    p.add_argument("--exported", metavar="DIR",
+                   help="also check the files seqlab export wrote there against the run "
+                   "(translation runs: eager == exported, forward and beam search)")  # fmt: skip
     p.add_argument("--json", action="store_true", help="one JSON object instead of the table")
     p.add_argument("--data-dir", help="data folder (default ../shared/data)")
     p.add_argument("--device", default="cpu")

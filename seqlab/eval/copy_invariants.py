@@ -48,6 +48,10 @@ class CopySources(Sources):
     """``CopyExample``s for the checks. ``vocab_size`` V: the target vocabulary (ids ≥ V
     are copies); ``block_unk`` / ``unk_to_copy``: the run's decode-time rule."""
 
+    #: exported files compute P in float32 probability space (eq. 9): log P of a word of
+    #: P < 1e-4 carries more than 1e-3 nats of rounding (seqlab.eval.export_invariants)
+    export_floor = 1e-4
+
     def __init__(
         self,
         examples: Sequence[CopyExample],

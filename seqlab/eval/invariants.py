@@ -103,6 +103,9 @@ class Sources:
     source id sequences ending in EOS. A model with more inputs (the pointer-generator's
     extended vocabulary) subclasses it (``seqlab.eval.copy_invariants``)."""
 
+    #: the smallest p whose log p "eager == exported" compares (0: all of V; logits)
+    export_floor = 0.0
+
     def __init__(self, items: Sequence[Any], coverage_penalty: float = 0.0) -> None:
         self.items = list(items)
         self.coverage_penalty = coverage_penalty

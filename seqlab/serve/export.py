@@ -184,7 +184,8 @@ def export(loaded: Any, out: str | Path, fmt: str = "torchscript") -> list[Path]
     paths."""
     config = loaded.config
     vocab = {k: v for k, v in loaded.task.model_kwargs().items() if k != "pad_id"}
-    info = {"config": config.to_dict()["model"], "vocab_sizes": vocab}
+    info = {"config": config.to_dict()["model"], "vocab_sizes": vocab,
+            "checkpoint": {"path": str(loaded.checkpoint), "step": loaded.step}}  # fmt: skip
     if config.model == POINTER_GENERATOR:  # the run's <unk> rule, applied at each step
         info["decode"] = decode_rule(loaded.task.cfg, loaded.model.V_size)
     return export_model(loaded.model, config.model, out, fmt, task=config.task, info=info)

@@ -10,9 +10,9 @@ teacher-forced logits the task's loss reads) steps through the target prefix:
 
 So the run's own tokenizer, search settings, detokenisation and sacreBLEU evaluate the
 exported files, and ``evaluate --exported`` can be set beside plain ``evaluate`` (same
-BLEU, loss to float rounding: tests/serve/test_exported_model.py). Translation runs only:
-the pointer-generator's task reads the model's teacher-forced p_gen and attention, which
-the exported step gives one step at a time only.
+BLEU, loss to float rounding: tests/serve/test_exported_model.py). A pointer-generator
+run gets ``seqlab.serve.exported_pointer.ExportedPointerGenerator`` instead (its task
+reads the teacher-forced p_gen and attention, which that class steps out of the files).
 
 Shapes: encode(src (B, S), src_mask (B, S)) -> state; step(y_prev (B,), state) ->
 logits (B, V), state; forward(src, src_mask, y_in (B, T), tgt_mask) -> (B, T, V)
@@ -41,6 +41,10 @@ class ExportedModel(nn.Module):
         # no weights of its own (they are in the files); an empty one says "CPU" to the
         # code that reads a model's device from its first parameter
         self.cpu_anchor = nn.Parameter(torch.zeros(0), requires_grad=False)
+        state = self.meta.get("state", {})
+        fields = {f["name"] for f in state.get("fields", [])}
+        if "cov" in fields and "src_mask" in state.get("given", []):  # Bahdanau, Luong
+            self.attention_coverage = _fields_coverage
 
     def encode(self, src: Tensor, src_mask: Tensor) -> Any:
         return self.decoder.init_state(src, src_mask)  # the initial state is the memory
@@ -61,6 +65,15 @@ class ExportedModel(nn.Module):
         return torch.stack(logits, 1)  # (B, T, V)
 
 
+def _fields_coverage(state: Any) -> tuple[Tensor, Tensor]:
+    """What beam search's coverage penalty reads from an exported RNN state, as the eager
+    model's ``attention_coverage``: Σ_k α_k over the steps taken and the source mask.
+
+    Shapes: state with B rows -> (B, S) float, (B, S) bool
+    """
+    return state.tensors["cov"], state.tensors["src_mask"]
+
+
 def use_exported(loaded: Any, folder: str | Path, threads: int | None = None) -> Any:
     """``loaded`` (a translation run from ``seqlab.load``) with its model replaced by the
     files ``seqlab export`` wrote to ``folder``; refused, saying why, when they are not
@@ -68,10 +81,10 @@ def use_exported(loaded: Any, folder: str | Path, threads: int | None = None) ->
     folder = Path(folder)
     if not (folder / "export.json").is_file():
         raise SeqlabError(f"--exported {folder}: no export.json there; write it with seqlab export")
-    if loaded.config.task != "translation":
+    if loaded.config.task not in ("translation", "copy_translation"):
         raise SeqlabError(
-            f"--exported decodes translation runs; this run's task is {loaded.config.task} "
-            "(a pointer-generator's evaluation reads teacher-forced p_gen and attention)"
+            f"--exported decodes translation and pointer-generator runs; this run's task "
+            f"is {loaded.config.task}"
         )
     encoder, step = load_exported(folder, threads=threads)
     meta = step.meta
@@ -82,4 +95,8 @@ def use_exported(loaded: Any, folder: str | Path, threads: int | None = None) ->
             f"vocabularies {meta.get('vocab_sizes')}; this run is a '{loaded.config.model}' "
             f"with {vocab}: export this run (seqlab export RUN --out DIR)"
         )
+    if loaded.config.task == "copy_translation":
+        from seqlab.serve.exported_pointer import ExportedPointerGenerator
+
+        return dataclasses.replace(loaded, model=ExportedPointerGenerator(encoder, step))
     return dataclasses.replace(loaded, model=ExportedModel(encoder, step))

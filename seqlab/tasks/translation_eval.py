@@ -29,6 +29,7 @@ from seqlab.data.vocab import BOS_ID, EOS_ID, PAD_ID
 from seqlab.decode.beam import beam_search
 from seqlab.decode.compiled import compiled_decoder
 from seqlab.decode.greedy import greedy
+from seqlab.errors import SeqlabError
 from seqlab.nn.masks import padding_mask
 
 __all__ = [
@@ -150,13 +151,17 @@ def _device(model: nn.Module) -> torch.device:
     return p.device if p is not None else torch.device("cpu")
 
 
+class _CoverageError(SeqlabError, ValueError):
+    """A coverage penalty asked of a model that keeps no attention coverage."""
+
+
 def coverage_of(model: nn.Module, beta: float) -> Callable[..., Any]:
     """The model's ``attention_coverage``, which GNMT's coverage penalty β > 0 reads. A
     model without one — a single attention distribution per step is what the penalty
-    sums — is refused with what to do."""
+    sums — is refused with what to do (a ``SeqlabError``: the CLI prints it in one line)."""
     coverage = getattr(model, "attention_coverage", None)
     if coverage is None:
-        raise ValueError(
+        raise _CoverageError(
             f"coverage_penalty {beta} needs a model whose decoder state "
             "keeps the attention it has paid to each source word (bahdanau, luong); "
             f"{type(model).__name__} does not: set the coverage penalty to 0"

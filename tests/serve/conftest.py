@@ -62,6 +62,16 @@ def tag_dir(trained):
 
 
 @pytest.fixture(scope="session")
+def luong_dir(tmp_path_factory):
+    """A Luong (RNN) translation run, trained once (~2 s)."""
+    before = torch.get_num_threads()
+    try:
+        return runs.rnn_translation_run(tmp_path_factory.mktemp("luong"), "luong")
+    finally:
+        torch.set_num_threads(before)
+
+
+@pytest.fixture(scope="session")
 def translation_model(translation_dir):
     return api.load(translation_dir)
 

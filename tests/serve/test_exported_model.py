@@ -10,24 +10,13 @@ from __future__ import annotations
 import json
 
 import pytest
-import torch
 
 from seqlab import api
 from seqlab.cli.main import main
 from seqlab.errors import SeqlabError
 from seqlab.serve.export import export
 from seqlab.serve.exported_model import use_exported
-from tests.serve import runs
 from tests.serve.test_api import SENTENCES
-
-
-@pytest.fixture(scope="module")
-def luong_dir(tmp_path_factory):
-    before = torch.get_num_threads()
-    try:
-        return runs.rnn_translation_run(tmp_path_factory.mktemp("luong"), "luong")
-    finally:
-        torch.set_num_threads(before)
 
 
 @pytest.mark.parametrize("fmt", ["torchscript", "onnx"])
@@ -51,8 +40,33 @@ def test_evaluate_and_translate_through_the_export_equal_the_checkpoint(
     assert capsys.readouterr().out == want and len(want.splitlines()) == len(SENTENCES)
 
 
+@pytest.mark.parametrize("fmt", ["torchscript", "onnx"])
+def test_a_pointer_generator_run_through_its_export_equals_the_checkpoint(
+    fmt, pointer_generator_dir, tmp_path, capsys
+):
+    """The task's loss, p_gen statistics, copies and <unk> rule read the exported files
+    (seqlab.serve.exported_pointer) as they read the model."""
+    run = str(pointer_generator_dir)
+    assert main(["export", run, "--format", fmt, "--out", str(tmp_path / "x")]) == 0
+    capsys.readouterr()
+    assert main(["evaluate", run, "--json"]) == 0
+    alone = json.loads(capsys.readouterr().out)
+    assert main(["evaluate", run, "--json", "--exported", str(tmp_path / "x")]) == 0
+    exported = json.loads(capsys.readouterr().out)
+    assert alone["oov_copy"] > 50  # the run copies names: a real comparison
+    for key in ("bleu_lc", "chrf", "oov_copy", "oov_copyable", "repeat_trigram", "unk"):
+        assert exported[key] == alone[key], key
+    assert exported["loss"] == pytest.approx(alone["loss"], abs=1e-4)
+    assert exported["p_gen"] == pytest.approx(alone["p_gen"], abs=1e-5)
+    names = ["Ein Mann namens Zorb läuft .", "Ein Hund namens Quix sitzt ."]
+    assert main(["translate", run, "--beam", "3", *names]) == 0
+    want = capsys.readouterr().out
+    assert main(["translate", run, "--beam", "3", "--exported", str(tmp_path / "x"), *names]) == 0
+    assert capsys.readouterr().out == want and len(want.splitlines()) == len(names)
+
+
 def test_what_the_exported_files_cannot_do_is_refused(
-    translation_dir, luong_dir, pointer_generator_model, tmp_path, capsys
+    translation_dir, luong_dir, pointer_generator_model, lm_model, tmp_path, capsys
 ):
     export(api.load(luong_dir), tmp_path / "luong")
     run = str(translation_dir)
@@ -65,7 +79,9 @@ def test_what_the_exported_files_cannot_do_is_refused(
         assert len(err) == 1 and f"drop {flags[0]}" in err[0]
     assert main(["translate", run, "--exported", str(tmp_path / "none"), "x"]) == 2
     assert "no export.json there" in capsys.readouterr().err
-    with pytest.raises(SeqlabError, match="--exported decodes translation runs"):
+    with pytest.raises(SeqlabError, match="decodes translation and pointer-generator runs"):
+        use_exported(lm_model, tmp_path / "luong")
+    with pytest.raises(SeqlabError, match="a 'luong' model"):
         use_exported(pointer_generator_model, tmp_path / "luong")
 
 
@@ -81,3 +97,41 @@ def test_serve_answers_through_the_exported_files(translation_model, tmp_path):
         r = client.post("/translate", json={"text": SENTENCES[:2]})
     assert r.status_code == 200
     assert [x["hypotheses"][0] for x in r.json()["translations"]] == want
+
+
+def test_serve_answers_a_pointer_generator_through_its_export(pointer_generator_model, tmp_path):
+    """p_gen, the copies and the attention per output word come from the exported files
+    as from the checkpoint."""
+    from fastapi.testclient import TestClient
+
+    from seqlab.serve.app import Limits, create_app
+
+    export(pointer_generator_model, tmp_path / "x", fmt="onnx")
+    via = use_exported(pointer_generator_model, tmp_path / "x")
+    body = {"text": ["Ein Mann namens Zyxwq läuft.", "Eine Frau namens Boa schläft."],
+            "beam": 2, "attention": True}  # fmt: skip
+    answers = []
+    for loaded in (pointer_generator_model, via):
+        with TestClient(create_app(loaded, Limits(max_beam=4))) as client:
+            r = client.post("/translate", json=body)
+        assert r.status_code == 200
+        answers.append(r.json()["translations"])
+    want, got = answers
+    assert "zyxwq" in want[0]["hypotheses"][0].split()  # a copied name (lower-cased data)
+    assert any(want[0]["copied"]) and "p_gen" in want[0]
+    for w, g in zip(want, got):
+        assert g["hypotheses"] == w["hypotheses"]
+        assert set(g) == set(w)
+        for key in set(w) - {"hypotheses"}:
+            assert json.dumps(g[key]) == json.dumps(w[key]) or _close(g[key], w[key]), key
+
+
+def _close(a, b, tol=1e-5):
+    """Nested lists / dicts of numbers equal to ``tol`` (strings exactly)."""
+    if isinstance(a, dict):
+        return a.keys() == b.keys() and all(_close(a[k], b[k], tol) for k in a)
+    if isinstance(a, list):
+        return len(a) == len(b) and all(_close(x, y, tol) for x, y in zip(a, b))
+    if isinstance(a, float):
+        return abs(a - b) <= tol
+    return a == b
