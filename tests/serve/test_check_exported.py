@@ -19,6 +19,7 @@ from seqlab.eval.export_invariants import run_export_checks
 from seqlab.serve.export import export
 from seqlab.serve.exported_model import use_exported
 from seqlab.tasks.translation_eval import SearchSettings
+from tests.serve import runs
 from tests.serve.test_api import SENTENCES
 
 NAMES = ["eager == exported (forward)", "eager == exported (beam 3)"]
@@ -30,15 +31,25 @@ def _check(run, folder, capsys, *flags):
     return code, json.loads(capsys.readouterr().out)
 
 
+@pytest.fixture(scope="module")
+def convs2s_dir(tmp_path_factory):
+    before = torch.get_num_threads()
+    try:
+        return runs.rnn_translation_run(tmp_path_factory.mktemp("convs2s"), "convs2s")
+    finally:
+        torch.set_num_threads(before)
+
+
 @pytest.mark.parametrize(
     ("which", "fmt"),
     [("transformer", "onnx"), ("transformer", "torchscript"), ("luong", "onnx"),
-     ("pointer_generator", "onnx"), ("pointer_generator", "torchscript")],
+     ("convs2s", "torchscript"), ("pointer_generator", "onnx"),
+     ("pointer_generator", "torchscript")],
 )  # fmt: skip
 def test_the_run_s_own_export_passes(
-    which, fmt, translation_dir, luong_dir, pointer_generator_dir, tmp_path, capsys
+    which, fmt, translation_dir, luong_dir, convs2s_dir, pointer_generator_dir, tmp_path, capsys
 ):
-    run = {"transformer": translation_dir, "luong": luong_dir,
+    run = {"transformer": translation_dir, "luong": luong_dir, "convs2s": convs2s_dir,
            "pointer_generator": pointer_generator_dir}[which]  # fmt: skip
     assert main(["export", str(run), "--format", fmt, "--out", str(tmp_path / "x")]) == 0
     capsys.readouterr()
