@@ -155,7 +155,20 @@ def _lm(loaded: Any, args: argparse.Namespace, dtype: Any) -> tuple[list, dict, 
         raise SeqlabError(f"{args.split} split: {e}") from None
     info = {"rows": x.size(0), "length": length, "source": f"{args.split} split"}
     head = f"{x.size(0)} rows of {length} tokens of the {args.split} split"
-    return run_lm_checks(loaded.model, x, dtype=dtype), info, head
+    checks = run_lm_checks(loaded.model, x, dtype=dtype)
+    if args.exported:
+        from seqlab.eval.export_invariants import run_lm_export_checks
+        from seqlab.serve.exported_model import use_exported
+
+        exported = use_exported(loaded, args.exported).model
+        checks += run_lm_export_checks(loaded.model, exported, x.cpu())
+        made = exported.meta.get("checkpoint") or {}
+        info["exported"] = {"folder": str(args.exported), "format": exported.meta["format"],
+                            "step": made.get("step")}  # fmt: skip
+        head += f"; exported {exported.meta['format']} files in {args.exported}"
+        if made.get("step") is not None:
+            head += f" (from step {made['step']})"
+    return checks, info, head
 
 
 def _sentences(loaded: Any, args: argparse.Namespace, dtype: Any) -> tuple[list, dict, str]:
@@ -227,11 +240,11 @@ def _cmd_check(args: argparse.Namespace) -> int:
             f"classification and tagging runs (task: {', '.join(kinds)}); this run's task "
             f"is '{loaded.config.task}'"
         )
-    if args.exported and loaded.config.task not in ("translation", "copy_translation"):
+    if args.exported and loaded.config.task not in ("translation", "copy_translation", "lm"):
         raise SeqlabError(
-            f"--exported checks a translation or pointer-generator run against its exported "
-            f"files; this run's task is '{loaded.config.task}' (seqlab export writes those "
-            "models only)"
+            f"--exported checks a translation, pointer-generator or language-model run "
+            f"against its exported files; this run's task is '{loaded.config.task}' "
+            "(seqlab export writes those models only)"
         )
     checks, info, head = kinds[loaded.config.task](loaded, args, getattr(torch, args.dtype))
     failed = sum(not c.passed for c in checks)

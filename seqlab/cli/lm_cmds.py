@@ -96,12 +96,13 @@ def _cmd_score(args: argparse.Namespace) -> int:
 
 
 def _common(p: argparse.ArgumentParser) -> None:
-    from seqlab.cli.translate_cmd import add_ensemble_option
+    from seqlab.cli.translate_cmd import add_ensemble_option, add_exported_option
 
     p.add_argument("path", metavar="RUN_OR_CHECKPOINT")
     p.add_argument("--data-dir", help="data folder (not needed: the vocabulary is stored)")
     p.add_argument("--device", default="cpu")
     add_ensemble_option(p, "RUN_OR_CHECKPOINT")
+    add_exported_option(p)
 
 
 def add_commands(sub: argparse._SubParsersAction) -> None:

@@ -53,7 +53,12 @@ from seqlab.eval.invariants import (
 )
 from seqlab.tasks.translation_eval import SearchSettings
 
-__all__ = ["check_exported_forward", "check_exported_search", "run_export_checks"]
+__all__ = [
+    "check_exported_forward",
+    "check_exported_search",
+    "run_export_checks",
+    "run_lm_export_checks",
+]
 
 
 def check_exported_forward(
@@ -109,3 +114,47 @@ def run_export_checks(
         check_exported_forward(eager, exported, sources, out.tokens, tol),
         check_exported_search(eager, exported, sources, settings, out, tol),
     ]
+
+
+def _lm_diff(name: str, compared: str, want: torch.Tensor, got: torch.Tensor, tol: float) -> Check:
+    """Largest |Δ log p| over V between two (B, T, V) logit tensors, and where."""
+    d = (torch.log_softmax(want.double(), -1) - torch.log_softmax(got.double(), -1)).abs()
+    d = d.amax(dim=-1)  # (B, T)
+    flat = int(d.argmax())
+    b, t = divmod(flat, d.size(1))
+    worst = float(d.max())
+    return Check(name, compared, worst, tol, worst=f"row {b}, position {t + 1}" if worst else "")
+
+
+@torch.no_grad()
+def run_lm_export_checks(model: nn.Module, exported: nn.Module, x: torch.Tensor) -> list[Check]:
+    """A language model against its exported chunk graph (``seqlab.serve.export_lm``), on
+    rows ``x`` (B, T), T ≥ 2, the eager model copied to float32 (eval mode):
+
+    - **eager == exported (carried state)**: both read the first half of every row from
+      the start of the stream, then the second half from the state the first returned
+      (truncated BPTT's carry, evaluation over a stream): log p over V at every position;
+    - **eager == exported (step)**: the exported graph fed one token per call (what
+      ``generate`` does) against the eager forward over the whole row."""
+    if x.dim() != 2 or x.size(1) < 2:
+        raise ValueError(f"run_lm_export_checks needs rows of >= 2 tokens, got {tuple(x.shape)}")
+    tol = TOLERANCE[torch.float32]
+    eager = copy.deepcopy(model).float().eval()
+    half = x.size(1) // 2
+    first, rest = x[:, :half], x[:, half:]
+    e1 = eager(first, None)
+    want = torch.cat([e1.logits, eager(rest, e1.state).logits], 1)  # (B, T, V)
+    x1 = exported(first, None)
+    got = torch.cat([x1.logits, exported(rest, x1.state).logits], 1)  # (B, T, V)
+    B, T = x.shape
+    carried = _lm_diff("eager == exported (carried state)",
+                       f"log p over V, {B} rows of {T} read as {half} + {T - half}, float32",
+                       want, got, tol)  # fmt: skip
+    state, steps = exported.init_state(B), []
+    for t in range(T):
+        logits, state = exported.step(x[:, t], state)  # (B, V)
+        steps.append(logits)
+    stepped = _lm_diff("eager == exported (step)",
+                       f"log p over V, {B} rows: one token per call vs the eager forward",
+                       eager(x, None).logits, torch.stack(steps, 1), tol)  # fmt: skip
+    return [carried, stepped]

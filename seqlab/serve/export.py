@@ -49,6 +49,7 @@ from seqlab.decode.state import DecodeResult
 from seqlab.errors import SeqlabError
 from seqlab.nn.multihead import KVCache
 from seqlab.nn.transformer_decoder import DecoderLayerState, TransformerDecoderState
+from seqlab.serve.export_lm import LM_MODEL, check_lm_exportable, write_lm
 from seqlab.serve.export_rnn import (
     FIELDS_MODELS,
     POINTER_GENERATOR,
@@ -115,16 +116,18 @@ FAMILIES = {"transformer": "translation", **dict.fromkeys(FIELDS_MODELS, "transl
 def _check(task: str, name: str, model: nn.Module, fmt: str) -> None:
     if fmt not in FORMATS:
         raise SeqlabError(f"export: unknown format {fmt!r}: use torchscript or onnx")
-    if FAMILIES.get(name) != task:
+    if task == "lm":
+        check_lm_exportable(name, model)
+    elif FAMILIES.get(name) != task:
         raise SeqlabError(
             f"export: a '{name}' model of task '{task}' cannot be exported: only the "
             "Transformer, the RNN encoder-decoders and ConvS2S "
-            f"({', '.join(FIELDS_MODELS)}) of task translation and the pointer-generator "
-            "of task copy_translation have an "
+            f"({', '.join(FIELDS_MODELS)}) of task translation, the pointer-generator "
+            "of task copy_translation and the recurrent language models (rnn_lm) have an "
             "exportable decoder step (their state is plain tensors); serve the others "
             "with seqlab serve"
         )
-    if name != "transformer":
+    if name not in ("transformer", LM_MODEL):
         check_exportable(model, name)
     if fmt == "onnx":
         try:
@@ -239,6 +242,12 @@ def _write_files(
     model: nn.Module, name: str, out: Path, fmt: str, info: dict[str, Any] | None
 ) -> list[Path]:
     ext = FORMATS[fmt]
+    if name == LM_MODEL:  # one graph, no encoder (seqlab.serve.export_lm)
+        paths = [out / f"lm{ext}", out / "export.json"]
+        lm = write_lm(model, fmt, paths[0])
+        meta = {"format": fmt, "model": name, "task": "lm", **(info or {}), "lm": lm}
+        paths[1].write_text(json.dumps(meta, indent=1) + "\n", encoding="utf-8")
+        return paths
     paths = [out / f"encoder{ext}", out / f"step{ext}", out / "export.json"]
     if name != "transformer":
         layout = field_layout(model, name)
@@ -356,6 +365,12 @@ def load_exported(
     per physical core); TorchScript runs on torch's threads (``torch.set_num_threads``)."""
     folder = Path(folder)
     meta = json.loads((folder / "export.json").read_text(encoding="utf-8"))
+    if meta.get("task") == "lm":
+        raise SeqlabError(
+            f"{folder} holds a language model's export (one graph, no encoder): read it "
+            "with seqlab.serve.export_lm.load_exported_lm, or seqlab generate|score "
+            "RUN --exported DIR"
+        )
     ext = FORMATS[meta["format"]]
     files = folder / f"encoder{ext}", folder / f"step{ext}"
     if meta["format"] == "onnx":

@@ -29,6 +29,7 @@ from torch import Tensor, nn
 
 from seqlab.errors import SeqlabError
 from seqlab.serve.export import ExportedDecoder, load_exported
+from seqlab.serve.export_lm import load_exported_lm, read_meta
 
 
 class ExportedModel(nn.Module):
@@ -81,13 +82,12 @@ def use_exported(loaded: Any, folder: str | Path, threads: int | None = None) ->
     folder = Path(folder)
     if not (folder / "export.json").is_file():
         raise SeqlabError(f"--exported {folder}: no export.json there; write it with seqlab export")
-    if loaded.config.task not in ("translation", "copy_translation"):
+    if loaded.config.task not in ("translation", "copy_translation", "lm"):
         raise SeqlabError(
-            f"--exported decodes translation and pointer-generator runs; this run's task "
-            f"is {loaded.config.task}"
+            f"--exported decodes translation, pointer-generator and language-model runs; "
+            f"this run's task is {loaded.config.task}"
         )
-    encoder, step = load_exported(folder, threads=threads)
-    meta = step.meta
+    meta = read_meta(folder)
     vocab = {k: v for k, v in loaded.task.model_kwargs().items() if k != "pad_id"}
     if meta.get("model") != loaded.config.model or meta.get("vocab_sizes") != vocab:
         raise SeqlabError(
@@ -95,6 +95,9 @@ def use_exported(loaded: Any, folder: str | Path, threads: int | None = None) ->
             f"vocabularies {meta.get('vocab_sizes')}; this run is a '{loaded.config.model}' "
             f"with {vocab}: export this run (seqlab export RUN --out DIR)"
         )
+    if loaded.config.task == "lm":
+        return dataclasses.replace(loaded, model=load_exported_lm(folder, meta, threads))
+    encoder, step = load_exported(folder, threads=threads)
     if loaded.config.task == "copy_translation":
         from seqlab.serve.exported_pointer import ExportedPointerGenerator
 

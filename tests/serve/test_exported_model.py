@@ -66,8 +66,9 @@ def test_a_pointer_generator_run_through_its_export_equals_the_checkpoint(
 
 
 def test_what_the_exported_files_cannot_do_is_refused(
-    translation_dir, luong_dir, pointer_generator_model, lm_model, tmp_path, capsys
-):
+    translation_dir, luong_dir, pointer_generator_model, lm_model, classify_model, tmp_path,
+    capsys,
+):  # fmt: skip
     export(api.load(luong_dir), tmp_path / "luong")
     run = str(translation_dir)
     assert main(["translate", run, "--exported", str(tmp_path / "luong"), "hallo"]) == 2
@@ -79,10 +80,11 @@ def test_what_the_exported_files_cannot_do_is_refused(
         assert len(err) == 1 and f"drop {flags[0]}" in err[0]
     assert main(["translate", run, "--exported", str(tmp_path / "none"), "x"]) == 2
     assert "no export.json there" in capsys.readouterr().err
-    with pytest.raises(SeqlabError, match="decodes translation and pointer-generator runs"):
-        use_exported(lm_model, tmp_path / "luong")
-    with pytest.raises(SeqlabError, match="a 'luong' model"):
-        use_exported(pointer_generator_model, tmp_path / "luong")
+    with pytest.raises(SeqlabError, match="pointer-generator and language-model runs"):
+        use_exported(classify_model, tmp_path / "luong")
+    for other in (pointer_generator_model, lm_model):
+        with pytest.raises(SeqlabError, match="a 'luong' model"):
+            use_exported(other, tmp_path / "luong")
 
 
 def test_serve_answers_through_the_exported_files(translation_model, tmp_path):

@@ -1,0 +1,160 @@
+"""``seqlab export`` of a recurrent language model (``rnn_lm``: the notes' RNN, GRU and
+LSTM LMs, Zaremba et al. 2014), and the files read back as a model of the LM contract
+(``seqlab generate|score|evaluate|check RUN --exported DIR``).
+
+A language model has no encoder: one graph reads a chunk of the stream from a state and
+returns the logits and the state after it,
+
+    lm  (x (B, T) long, h (B, L, H)[, c (B, L, H)])
+        -> logits (B, T, V), h_out (B, L, H)[, c_out (B, L, H)]
+
+(c for an LSTM only), with B and T dynamic: the same file scores a whole sentence in one
+call (T = its length) and generates one token per call (T = 1), carrying h (and c)
+between calls as truncated BPTT carries them between chunks. TorchScript files are traced
+(``torch.jit.trace``), ONNX files written by torch.onnx's TorchScript-based exporter
+(``dynamo=False``: the fused recurrent layers become ONNX RNN / GRU / LSTM nodes).
+``export.json`` holds the format, model config, vocabulary size, the run's checkpoint,
+and under "lm" the graph's input / output names and the state's L and H.
+
+``ExportedLM`` presents the file through the contract ``seqlab.tasks.lm_infer`` and
+``seqlab.tasks.lm`` use: ``init_state(B)`` (zeros, the start of a stream), ``forward(x,
+state)`` -> ``LMOutput(logits, state)``, ``step(x (B,), state)`` -> logits (B, V).
+
+The Transformer LM (a KV cache over a sliding window of ``model.context`` positions),
+the NPLM (a window of the last n − 1 ids) and the pointer sentinel LM (a window of past
+hidden states) are not exported: their state is not a fixed-size tensor the graph can
+pass on (refused by ``seqlab export``, with what to do).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io as io_module
+import json
+import warnings
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch import Tensor, nn
+
+from seqlab.errors import SeqlabError
+from seqlab.models.lm_common import LMOutput
+from seqlab.models.rnn_lm import RNNLMState
+
+LM_MODEL = "rnn_lm"
+
+
+class _Chunk(nn.Module):
+    """(x, h[, c]) -> (logits, h_out[, c_out]) through the model's fused layers."""
+
+    def __init__(self, model: nn.Module) -> None:
+        super().__init__()
+        self.model = model
+
+    def forward(self, x: Tensor, h: Tensor, c: Tensor | None = None) -> tuple[Tensor, ...]:
+        out = self.model(x, RNNLMState(h, c), fused=True)  # logits (B, T, V)
+        state = out.state
+        return (out.logits, state.h) if c is None else (out.logits, state.h, state.c)
+
+
+def lm_io(model: nn.Module) -> tuple[list[str], list[str]]:
+    """The graph's input and output names (c only for an LSTM)."""
+    if model.is_lstm:
+        return ["x", "h", "c"], ["logits", "h_out", "c_out"]
+    return ["x", "h"], ["logits", "h_out"]
+
+
+def write_lm(model: nn.Module, fmt: str, path: Path) -> dict[str, Any]:
+    """Write the chunk graph of ``model`` (eval mode, CPU) to ``path``; its "lm" entry of
+    ``export.json``."""
+    state = model.init_state(2, "cpu")
+    inputs = (torch.ones(2, 3, dtype=torch.long), state.h)  # B = 2, T = 3: both dynamic
+    if model.is_lstm:
+        inputs = (*inputs, state.c)
+    names, outputs = lm_io(model)
+    chunk = _Chunk(model).eval()
+    with warnings.catch_warnings():
+        # shape checks become constants of the trace; the tests prove the files equal to
+        # the eager model at other batch sizes and chunk lengths
+        for kind in (torch.jit.TracerWarning, DeprecationWarning, UserWarning, FutureWarning):
+            warnings.simplefilter("ignore", kind)
+        if fmt == "torchscript":
+            torch.jit.trace(chunk, inputs, check_trace=False).save(str(path))
+        else:
+            axes = {"x": {0: "B", 1: "T"}, "logits": {0: "B", 1: "T"}}
+            axes.update({n: {0: "B"} for n in names[1:] + outputs[1:]})
+            with contextlib.redirect_stdout(io_module.StringIO()):
+                torch.onnx.export(chunk, inputs, str(path), input_names=names,
+                                  output_names=outputs, dynamic_axes=axes, dynamo=False,
+                                  opset_version=17)  # fmt: skip
+    cfg = model.cfg
+    return {"inputs": names, "outputs": outputs, "layers": cfg.layers, "hidden": cfg.hidden,
+            "cell": cfg.cell}  # fmt: skip
+
+
+def check_lm_exportable(name: str, model: nn.Module) -> None:
+    """Refuse, before anything is written, the LMs whose state is not fixed-size tensors
+    and recurrent layers without a fused kernel (a Python loop the trace would unroll)."""
+    if name != LM_MODEL:
+        raise SeqlabError(
+            f"export: a '{name}' language model cannot be exported: its state is a window "
+            "(of positions, ids or hidden states) that grows and slides, not fixed-size "
+            "tensors; the recurrent LMs (rnn_lm: RNN, GRU, LSTM) can be; sample from this "
+            "one with seqlab generate or seqlab serve"
+        )
+    if not model.rnn.has_fused:
+        raise SeqlabError(
+            f"export: this rnn_lm's '{model.cfg.cell}' layers have no fused kernel (a "
+            "Python loop over time, which a trace would fix to one length); train with "
+            "the default cell settings to export it, or serve it with seqlab serve"
+        )
+
+
+class ExportedLM(nn.Module):
+    """The exported chunk graph as a language model (module doc).  ``run``: the loaded
+    file, a callable of tensors returning a tuple; ``meta``: its ``export.json``."""
+
+    def __init__(self, run: Any, meta: dict[str, Any]) -> None:
+        super().__init__()
+        self.run, self.meta = run, meta
+        lm = meta["lm"]
+        self.layers, self.hidden, self.is_lstm = lm["layers"], lm["hidden"], lm["cell"] == "lstm"
+        # no weights of its own; an empty one says "CPU" to code reading a model's device
+        self.cpu_anchor = nn.Parameter(torch.zeros(0), requires_grad=False)
+
+    def init_state(self, batch_size: int, device: torch.device | str = "cpu") -> RNNLMState:
+        """Zeros, the start of a stream.  -> h, c (B, L, H)"""
+        h = torch.zeros(batch_size, self.layers, self.hidden)  # (B, L, H)
+        return RNNLMState(h, torch.zeros_like(h) if self.is_lstm else None)
+
+    def forward(self, x: Tensor, state: RNNLMState | None = None) -> LMOutput:
+        """x (B, T) from ``state`` (None: zeros) -> logits (B, T, V), the state after."""
+        if state is None:
+            state = self.init_state(x.size(0))
+        args = (x, state.h) if not self.is_lstm else (x, state.h, state.c)
+        out = self.run(*(a.contiguous() for a in args))
+        return LMOutput(out[0], RNNLMState(out[1], out[2] if self.is_lstm else None))
+
+    def step(self, x: Tensor, state: RNNLMState | None) -> tuple[Tensor, RNNLMState]:
+        """One token per row.  x (B,) -> logits (B, V)."""
+        out = self.forward(x[:, None], state)
+        return out.logits[:, 0], out.state
+
+
+def load_exported_lm(folder: Path, meta: dict[str, Any], threads: int | None = None) -> ExportedLM:
+    """The ``lm`` file of an export folder (either format) as an ``ExportedLM``."""
+    from seqlab.serve.export import FORMATS, ExportedModule, _OnnxRunner
+
+    path = folder / f"lm{FORMATS[meta['format']]}"
+    if meta["format"] == "onnx":
+        run: Any = _OnnxRunner(path, meta["lm"]["inputs"], threads)
+    else:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", DeprecationWarning)
+            run = torch.jit.load(str(path))
+    return ExportedLM(ExportedModule(run, meta), meta)
+
+
+def read_meta(folder: Path) -> dict[str, Any]:
+    return json.loads((folder / "export.json").read_text(encoding="utf-8"))

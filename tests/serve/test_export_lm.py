@@ -1,0 +1,140 @@
+"""``seqlab export`` of a recurrent language model (seqlab.serve.export_lm): one graph
+(x, h[, c]) -> (logits, h_out[, c_out]) with B and T dynamic. The files equal the eager
+model at other batch sizes and chunk lengths than traced (RNN, GRU, 2-layer LSTM; both
+formats), with the state carried between calls; ``generate``, ``score`` and ``evaluate``
+through them give the checkpoint's text and numbers; ``check --exported`` passes on the
+run's own files and fails on other weights; the LMs whose state is a window are refused."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+
+from seqlab import api
+from seqlab.cli.main import main
+from seqlab.errors import SeqlabError
+from seqlab.serve.export import export, export_model, load_exported
+from seqlab.serve.export_lm import load_exported_lm, read_meta
+from tests.eval.test_lm_invariants import build
+from tests.serve import runs
+
+FORMATS = ["torchscript", "onnx"]
+
+
+@pytest.mark.parametrize("fmt", FORMATS)
+@pytest.mark.parametrize("key", ["rnn_lm/rnn", "rnn_lm/gru", "rnn_lm/lstm"])
+def test_the_exported_graph_equals_the_model_at_other_shapes(key, fmt, tmp_path):
+    model = build(key)  # 2 layers, vocabulary 30
+    export_model(model, "rnn_lm", tmp_path / "x", fmt, task="lm")
+    meta = read_meta(tmp_path / "x")
+    assert meta["task"] == "lm" and meta["lm"]["layers"] == 2
+    file = {"torchscript": "lm.pt", "onnx": "lm.onnx"}[fmt]
+    assert sorted(p.name for p in (tmp_path / "x").iterdir()) == ["export.json", file]
+    lm = load_exported_lm(tmp_path / "x", meta)
+    x = torch.randint(4, 30, (5, 11), generator=torch.Generator().manual_seed(2))  # traced 2 × 3
+    with torch.no_grad():
+        first = model(x[:, :4], None)
+        want = torch.cat([first.logits, model(x[:, 4:], first.state).logits], 1)  # (5, 11, V)
+        a = lm(x[:, :4], None)
+        b = lm(x[:, 4:], a.state)
+        got = torch.cat([a.logits, b.logits], 1)
+        torch.testing.assert_close(got, want, atol=2e-5, rtol=0)
+        end = model(x, None).state
+        torch.testing.assert_close(b.state.h, end.h, atol=2e-5, rtol=0)
+        if key.endswith("lstm"):
+            torch.testing.assert_close(b.state.c, end.c, atol=2e-5, rtol=0)
+        else:
+            assert b.state.c is None
+        state, steps = lm.init_state(5), []
+        for t in range(x.size(1)):  # one token per call, as generate feeds it
+            logits, state = lm.step(x[:, t], state)
+            steps.append(logits)
+        torch.testing.assert_close(torch.stack(steps, 1), want, atol=2e-5, rtol=0)
+    assert not model.training  # export leaves the model in its mode
+
+
+@pytest.fixture(scope="module")
+def lstm_lm_dir(tmp_path_factory):
+    before = torch.get_num_threads()
+    try:
+        return runs.lm_run(tmp_path_factory.mktemp("lstm_lm"), cell="lstm", layers=2)
+    finally:
+        torch.set_num_threads(before)
+
+
+@pytest.mark.parametrize("fmt", FORMATS)
+def test_generate_score_evaluate_and_check_through_the_export(fmt, lstm_lm_dir, tmp_path, capsys):
+    run, via = str(lstm_lm_dir), ["--exported", str(tmp_path / "x")]
+    assert main(["export", run, "--format", fmt, "--out", str(tmp_path / "x")]) == 0
+    capsys.readouterr()
+    sample = ["generate", run, "--prompt", "the ", "--max-tokens", "80", "--seed", "5"]
+    assert main(sample) == 0
+    want = capsys.readouterr().out
+    assert main([*sample, *via]) == 0
+    assert capsys.readouterr().out == want and len(want) > 80
+    outputs = []
+    for extra in ([], via):
+        assert main(["score", run, "the cat sat", "--json", *extra]) == 0
+        outputs.append(json.loads(capsys.readouterr().out))
+        assert main(["evaluate", run, "--json", *extra]) == 0
+        outputs.append(json.loads(capsys.readouterr().out))
+    score, ev, score_x, ev_x = outputs
+    assert score_x["log_prob"] == pytest.approx(score["log_prob"], abs=1e-4)
+    assert [t["token"] for t in score_x["tokens"]] == [t["token"] for t in score["tokens"]]
+    assert ev_x["loss"] == pytest.approx(ev["loss"], abs=1e-5)
+    code = main(["check", run, "--exported", str(tmp_path / "x"), "--json", "--sentences", "4",
+                 "--length", "24", "--dtype", "float32"])  # fmt: skip
+    out = json.loads(capsys.readouterr().out)
+    assert code == 0 and out["passed"], out
+    names = [c["name"] for c in out["checks"]][-2:]
+    assert names == ["eager == exported (carried state)", "eager == exported (step)"]
+    assert all(c["max_diff"] < 1e-4 for c in out["checks"][-2:])
+    assert out["exported"]["step"] == api.load(run).step
+
+
+def test_an_lm_export_of_other_weights_fails_the_check(lm_dir, tmp_path, capsys):
+    other = api.load(lm_dir)
+    with torch.no_grad():
+        for p in other.model.parameters():
+            p.add_(0.1 * torch.randn_like(p))
+    export(other, tmp_path / "stale")
+    assert main(["check", str(lm_dir), "--exported", str(tmp_path / "stale"), "--json",
+                 "--sentences", "2", "--length", "16"]) == 1  # fmt: skip
+    checks = {c["name"]: c for c in json.loads(capsys.readouterr().out)["checks"]}
+    assert not checks["eager == exported (carried state)"]["passed"]
+    assert not checks["eager == exported (step)"]["passed"]
+    assert checks["cached == full forward"]["passed"]  # the checkpoint itself is fine
+
+
+@pytest.mark.parametrize("key", ["transformer_lm", "nplm", "pointer_sentinel"])
+def test_the_lms_whose_state_is_a_window_are_refused(key, tmp_path):
+    name = key.split("/")[0]
+    with pytest.raises(SeqlabError, match="its state is a window"):
+        export_model(build(key), name, tmp_path / "x", task="lm")
+    assert not (tmp_path / "x").exists()  # nothing written
+
+
+def test_an_lm_folder_is_not_an_encoder_decoder(lm_model, tmp_path):
+    export(lm_model, tmp_path / "x")
+    with pytest.raises(SeqlabError, match="language model's export"):
+        load_exported(tmp_path / "x")
+
+
+def test_serve_generates_through_the_exported_lm(lstm_lm_dir, tmp_path):
+    from fastapi.testclient import TestClient
+
+    from seqlab.serve.app import Limits, create_app
+    from seqlab.serve.exported_model import use_exported
+
+    loaded = api.load(lstm_lm_dir)
+    export(loaded, tmp_path / "x", fmt="onnx")
+    body = {"prompt": "the ", "max_tokens": 40, "seed": 9, "temperature": 0.8}
+    texts = []
+    for which in (loaded, use_exported(loaded, tmp_path / "x")):
+        with TestClient(create_app(which, Limits())) as client:
+            r = client.post("/generate", json=body)
+        assert r.status_code == 200
+        texts.append(r.json()["text"])
+    assert texts[0] == texts[1] and len(texts[0]) > 40
