@@ -243,10 +243,10 @@ def _write_files(
 ) -> list[Path]:
     ext = FORMATS[fmt]
     if name == LM_MODEL:  # one graph, no encoder (seqlab.serve.export_lm)
-        paths = [out / f"lm{ext}", out / "export.json"]
-        lm = write_lm(model, fmt, paths[0])
+        paths = [out / f"lm{ext}", out / f"lm_step{ext}", out / "export.json"]
+        lm = write_lm(model, fmt, paths[:2])
         meta = {"format": fmt, "model": name, "task": "lm", **(info or {}), "lm": lm}
-        paths[1].write_text(json.dumps(meta, indent=1) + "\n", encoding="utf-8")
+        paths[2].write_text(json.dumps(meta, indent=1) + "\n", encoding="utf-8")
         return paths
     paths = [out / f"encoder{ext}", out / f"step{ext}", out / "export.json"]
     if name != "transformer":

@@ -5,16 +5,21 @@ LSTM LMs, Zaremba et al. 2014), and the files read back as a model of the LM con
 A language model has no encoder: one graph reads a chunk of the stream from a state and
 returns the logits and the state after it,
 
-    lm  (x (B, T) long, h (B, L, H)[, c (B, L, H)])
-        -> logits (B, T, V), h_out (B, L, H)[, c_out (B, L, H)]
+    lm       (x (B, T) long, h (B, L, H)[, c (B, L, H)])
+             -> logits (B, T, V), h_out (B, L, H)[, c_out (B, L, H)]
+    lm_step  (x (B,) long, h[, c]) -> logits (B, V), h_out[, c_out]
 
-(c for an LSTM only), with B and T dynamic: the same file scores a whole sentence in one
-call (T = its length) and generates one token per call (T = 1), carrying h (and c)
-between calls as truncated BPTT carries them between chunks. TorchScript files are traced
-(``torch.jit.trace``), ONNX files written by torch.onnx's TorchScript-based exporter
-(``dynamo=False``: the fused recurrent layers become ONNX RNN / GRU / LSTM nodes).
+(c for an LSTM only), with B and T dynamic: ``lm`` scores a whole chunk in one call
+through the fused recurrent kernel, ``lm_step`` reads one token per call through the
+cells (what ``generate`` feeds), h (and c) carried between calls as truncated BPTT
+carries them between chunks. Two graphs because the fused path assembles torch's flat
+weight list from the cells on every call, which at T = 1 costs more than the step
+(docs/perf-notes-avx2.md §57: TorchScript sampled 4× slower than eager through ``lm``).
+TorchScript files are traced (``torch.jit.trace``), ONNX files written by torch.onnx's
+TorchScript-based exporter (``dynamo=False``: the fused recurrent layers become ONNX RNN /
+GRU / LSTM nodes).
 ``export.json`` holds the format, model config, vocabulary size, the run's checkpoint,
-and under "lm" the graph's input / output names and the state's L and H.
+and under "lm" the graphs' input / output names and files, the state's L and H.
 
 ``ExportedLM`` presents the file through the contract ``seqlab.tasks.lm_infer`` and
 ``seqlab.tasks.lm`` use: ``init_state(B)`` (zeros, the start of a stream), ``forward(x,
@@ -58,6 +63,18 @@ class _Chunk(nn.Module):
         return (out.logits, state.h) if c is None else (out.logits, state.h, state.c)
 
 
+class _Step(nn.Module):
+    """(x (B,), h[, c]) -> (logits (B, V), h_out[, c_out]) through the model's cells."""
+
+    def __init__(self, model: nn.Module) -> None:
+        super().__init__()
+        self.model = model
+
+    def forward(self, x: Tensor, h: Tensor, c: Tensor | None = None) -> tuple[Tensor, ...]:
+        logits, state = self.model.step(x, RNNLMState(h, c))  # (B, V)
+        return (logits, state.h) if c is None else (logits, state.h, state.c)
+
+
 def lm_io(model: nn.Module) -> tuple[list[str], list[str]]:
     """The graph's input and output names (c only for an LSTM)."""
     if model.is_lstm:
@@ -65,32 +82,34 @@ def lm_io(model: nn.Module) -> tuple[list[str], list[str]]:
     return ["x", "h"], ["logits", "h_out"]
 
 
-def write_lm(model: nn.Module, fmt: str, path: Path) -> dict[str, Any]:
-    """Write the chunk graph of ``model`` (eval mode, CPU) to ``path``; its "lm" entry of
-    ``export.json``."""
+def write_lm(model: nn.Module, fmt: str, paths: list[Path]) -> dict[str, Any]:
+    """Write the chunk graph and the one-token step graph of ``model`` (eval mode, CPU)
+    to ``paths``; its "lm" entry of ``export.json``."""
     state = model.init_state(2, "cpu")
-    inputs = (torch.ones(2, 3, dtype=torch.long), state.h)  # B = 2, T = 3: both dynamic
-    if model.is_lstm:
-        inputs = (*inputs, state.c)
+    carried = (state.h, state.c) if model.is_lstm else (state.h,)
     names, outputs = lm_io(model)
-    chunk = _Chunk(model).eval()
+    graphs = (
+        (_Chunk(model).eval(), (torch.ones(2, 3, dtype=torch.long), *carried), {0: "B", 1: "T"}),
+        (_Step(model).eval(), (torch.ones(2, dtype=torch.long), *carried), {0: "B"}),
+    )  # B = 2, T = 3 traced: both dynamic
     with warnings.catch_warnings():
         # shape checks become constants of the trace; the tests prove the files equal to
         # the eager model at other batch sizes and chunk lengths
         for kind in (torch.jit.TracerWarning, DeprecationWarning, UserWarning, FutureWarning):
             warnings.simplefilter("ignore", kind)
-        if fmt == "torchscript":
-            torch.jit.trace(chunk, inputs, check_trace=False).save(str(path))
-        else:
-            axes = {"x": {0: "B", 1: "T"}, "logits": {0: "B", 1: "T"}}
+        for (module, inputs, dims), path in zip(graphs, paths, strict=True):
+            if fmt == "torchscript":
+                torch.jit.trace(module, inputs, check_trace=False).save(str(path))
+                continue
+            axes = {"x": dims, "logits": dims}
             axes.update({n: {0: "B"} for n in names[1:] + outputs[1:]})
             with contextlib.redirect_stdout(io_module.StringIO()):
-                torch.onnx.export(chunk, inputs, str(path), input_names=names,
+                torch.onnx.export(module, inputs, str(path), input_names=names,
                                   output_names=outputs, dynamic_axes=axes, dynamo=False,
                                   opset_version=17)  # fmt: skip
     cfg = model.cfg
     return {"inputs": names, "outputs": outputs, "layers": cfg.layers, "hidden": cfg.hidden,
-            "cell": cfg.cell}  # fmt: skip
+            "cell": cfg.cell, "files": {"chunk": paths[0].name, "step": paths[1].name}}  # fmt: skip
 
 
 def check_lm_exportable(name: str, model: nn.Module) -> None:
@@ -115,9 +134,9 @@ class ExportedLM(nn.Module):
     """The exported chunk graph as a language model (module doc).  ``run``: the loaded
     file, a callable of tensors returning a tuple; ``meta``: its ``export.json``."""
 
-    def __init__(self, run: Any, meta: dict[str, Any]) -> None:
+    def __init__(self, run: Any, meta: dict[str, Any], run_step: Any = None) -> None:
         super().__init__()
-        self.run, self.meta = run, meta
+        self.run, self.run_step, self.meta = run, run_step, meta
         lm = meta["lm"]
         self.layers, self.hidden, self.is_lstm = lm["layers"], lm["hidden"], lm["cell"] == "lstm"
         # no weights of its own; an empty one says "CPU" to code reading a model's device
@@ -137,23 +156,33 @@ class ExportedLM(nn.Module):
         return LMOutput(out[0], RNNLMState(out[1], out[2] if self.is_lstm else None))
 
     def step(self, x: Tensor, state: RNNLMState | None) -> tuple[Tensor, RNNLMState]:
-        """One token per row.  x (B,) -> logits (B, V)."""
-        out = self.forward(x[:, None], state)
-        return out.logits[:, 0], out.state
+        """One token per row, through the step graph (the chunk graph with T = 1 where
+        the export has none).  x (B,) -> logits (B, V)."""
+        if self.run_step is None:
+            out = self.forward(x[:, None], state)
+            return out.logits[:, 0], out.state
+        if state is None:
+            state = self.init_state(x.size(0))
+        args = (x, state.h) if not self.is_lstm else (x, state.h, state.c)
+        out = self.run_step(*(a.contiguous() for a in args))
+        return out[0], RNNLMState(out[1], out[2] if self.is_lstm else None)
 
 
 def load_exported_lm(folder: Path, meta: dict[str, Any], threads: int | None = None) -> ExportedLM:
     """The ``lm`` file of an export folder (either format) as an ``ExportedLM``."""
     from seqlab.serve.export import FORMATS, ExportedModule, _OnnxRunner
 
-    path = folder / f"lm{FORMATS[meta['format']]}"
-    if meta["format"] == "onnx":
-        run: Any = _OnnxRunner(path, meta["lm"]["inputs"], threads)
-    else:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", DeprecationWarning)
-            run = torch.jit.load(str(path))
-    return ExportedLM(ExportedModule(run, meta), meta)
+    files = meta["lm"].get("files", {"chunk": f"lm{FORMATS[meta['format']]}"})
+    runs = {}
+    for role, name in files.items():
+        if meta["format"] == "onnx":
+            run: Any = _OnnxRunner(folder / name, meta["lm"]["inputs"], threads)
+        else:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", DeprecationWarning)
+                run = torch.jit.load(str(folder / name))
+        runs[role] = ExportedModule(run, meta)
+    return ExportedLM(runs["chunk"], meta, runs.get("step"))
 
 
 def read_meta(folder: Path) -> dict[str, Any]:

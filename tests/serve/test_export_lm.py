@@ -30,8 +30,9 @@ def test_the_exported_graph_equals_the_model_at_other_shapes(key, fmt, tmp_path)
     export_model(model, "rnn_lm", tmp_path / "x", fmt, task="lm")
     meta = read_meta(tmp_path / "x")
     assert meta["task"] == "lm" and meta["lm"]["layers"] == 2
-    file = {"torchscript": "lm.pt", "onnx": "lm.onnx"}[fmt]
-    assert sorted(p.name for p in (tmp_path / "x").iterdir()) == ["export.json", file]
+    ext = {"torchscript": ".pt", "onnx": ".onnx"}[fmt]
+    files = sorted(p.name for p in (tmp_path / "x").iterdir())
+    assert files == ["export.json", f"lm{ext}", f"lm_step{ext}"]
     lm = load_exported_lm(tmp_path / "x", meta)
     x = torch.randint(4, 30, (5, 11), generator=torch.Generator().manual_seed(2))  # traced 2 × 3
     with torch.no_grad():
@@ -52,6 +53,13 @@ def test_the_exported_graph_equals_the_model_at_other_shapes(key, fmt, tmp_path)
             logits, state = lm.step(x[:, t], state)
             steps.append(logits)
         torch.testing.assert_close(torch.stack(steps, 1), want, atol=2e-5, rtol=0)
+        assert lm.run_step is not None  # the step graph, not the chunk graph at T = 1
+        chunked = lm.init_state(5), []
+        state, one = chunked
+        for t in range(x.size(1)):  # the chunk graph at T = 1 computes the same
+            out = lm(x[:, t : t + 1], state)
+            state, _ = out.state, one.append(out.logits)
+        torch.testing.assert_close(torch.cat(one, 1), want, atol=2e-5, rtol=0)
     assert not model.training  # export leaves the model in its mode
 
 
