@@ -1,12 +1,13 @@
 """A recurrent language model through its exported files (``seqlab export``,
 ``seqlab.serve.export_lm``) against the eager model.
 
-    python benchmarks/export_lm_speed.py [--presets ptb-lstm,shakespeare-char-lstm]
+    python benchmarks/export_lm_speed.py [--presets ptb-lstm,shakespeare-char-lstm,shakespeare-char-transformer]
         [--tokens 200] [--rows 10] [--bptt 35] [--chunks 10] [--threads 1] [--reps 7]
         [--out docs/results.md]
 
 Random-weight models of the presets' shapes (``configs/<preset>.yaml``'s model; PTB's
-vocabulary 10,000, Tiny Shakespeare's 65 characters), eval mode, each run three ways back
+vocabulary 10,000, Tiny Shakespeare's 65 characters; the recurrent LMs and the
+Transformer LM, whose sampling past its context re-encodes a sliding window in both), eval mode, each run three ways back
 to back in every repetition (order rotating): eager fp32, the TorchScript file and the
 ONNX file (onnxruntime with ``--threads`` intra-op threads, torch on the same number), on
 two workloads:
@@ -43,7 +44,8 @@ from seqlab.serve.export_lm import load_exported_lm, read_meta  # noqa: E402
 
 HEADING = "## Exported language models (TorchScript, ONNX Runtime) vs eager"
 VARIANTS = ("eager fp32", "torchscript", "onnx")
-VOCAB = {"ptb-lstm": 10_000, "ptb-lstm-large": 10_000, "shakespeare-char-lstm": 65}
+VOCAB = {"ptb-lstm": 10_000, "ptb-lstm-large": 10_000, "shakespeare-char-lstm": 65,
+         "shakespeare-char-transformer": 65}  # fmt: skip
 ROOT = Path(__file__).resolve().parent.parent
 
 
@@ -70,14 +72,17 @@ def sampler(model: torch.nn.Module, tokens: int):
 
 
 def scorer(model: torch.nn.Module, stream: torch.Tensor, bptt: int):
-    """One repetition of ``evaluate``'s stream: every chunk's logits, state carried."""
+    """One repetition of ``evaluate``'s stream: every chunk's logits, state carried (a
+    Transformer LM reads each chunk from nothing: its context is a window, not a state
+    to carry)."""
+    windowed = getattr(getattr(model, "cfg", None), "context", None) is not None
 
     def run() -> list[torch.Tensor]:
         state, out = None, []
         with torch.no_grad():
             for i in range(0, stream.size(1), bptt):
                 o = model(stream[:, i : i + bptt], state)
-                state, _ = o.state, out.append(o.logits)
+                state, _ = (None if windowed else o.state), out.append(o.logits)
         return out
 
     return run
@@ -86,8 +91,9 @@ def scorer(model: torch.nn.Module, stream: torch.Tensor, bptt: int):
 def measure(preset: str, args: argparse.Namespace, folder: Path) -> list[str]:
     model = preset_model(preset)
     variants = {"eager fp32": model}
+    name = "transformer_lm" if "transformer" in preset else "rnn_lm"
     for fmt in ("torchscript", "onnx"):
-        export_model(model, "rnn_lm", folder / f"{preset}-{fmt}", fmt, task="lm")
+        export_model(model, name, folder / f"{preset}-{fmt}", fmt, task="lm")
         meta = read_meta(folder / f"{preset}-{fmt}")
         variants[fmt] = load_exported_lm(folder / f"{preset}-{fmt}", meta, args.threads)
     g = torch.Generator().manual_seed(1)
@@ -121,7 +127,9 @@ def measure(preset: str, args: argparse.Namespace, folder: Path) -> list[str]:
 
 def main(argv: list[str] | None = None) -> list[str]:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    p.add_argument("--presets", default="ptb-lstm,shakespeare-char-lstm")
+    p.add_argument(
+        "--presets", default="ptb-lstm,shakespeare-char-lstm,shakespeare-char-transformer"
+    )
     p.add_argument("--tokens", type=int, default=200)
     p.add_argument("--rows", type=int, default=10)
     p.add_argument("--bptt", type=int, default=35)

@@ -61,6 +61,7 @@ from seqlab.serve.export_rnn import (
     unk_rule,
 )
 from seqlab.serve.export_rnn import write as write_fields
+from seqlab.serve.export_transformer_lm import TRANSFORMER_LM, write_transformer_lm
 
 
 class _Encoder(nn.Module):
@@ -127,7 +128,7 @@ def _check(task: str, name: str, model: nn.Module, fmt: str) -> None:
             "exportable decoder step (their state is plain tensors); serve the others "
             "with seqlab serve"
         )
-    if name not in ("transformer", LM_MODEL):
+    if name not in ("transformer", LM_MODEL, TRANSFORMER_LM):
         check_exportable(model, name)
     if fmt == "onnx":
         try:
@@ -242,11 +243,15 @@ def _write_files(
     model: nn.Module, name: str, out: Path, fmt: str, info: dict[str, Any] | None
 ) -> list[Path]:
     ext = FORMATS[fmt]
-    if name == LM_MODEL:  # one graph, no encoder (seqlab.serve.export_lm)
-        paths = [out / f"lm{ext}", out / f"lm_step{ext}", out / "export.json"]
-        lm = write_lm(model, fmt, paths[:2])
+    if name in (LM_MODEL, TRANSFORMER_LM):  # no encoder (seqlab.serve.export_lm)
+        if name == LM_MODEL:
+            paths = [out / f"lm{ext}", out / f"lm_step{ext}", out / "export.json"]
+            lm = write_lm(model, fmt, paths[:2])
+        else:
+            paths = [out / f"lm{ext}", out / "export.json"]
+            lm = write_transformer_lm(model, fmt, paths[0])
         meta = {"format": fmt, "model": name, "task": "lm", **(info or {}), "lm": lm}
-        paths[2].write_text(json.dumps(meta, indent=1) + "\n", encoding="utf-8")
+        paths[-1].write_text(json.dumps(meta, indent=1) + "\n", encoding="utf-8")
         return paths
     paths = [out / f"encoder{ext}", out / f"step{ext}", out / "export.json"]
     if name != "transformer":

@@ -25,10 +25,9 @@ and under "lm" the graphs' input / output names and files, the state's L and H.
 ``seqlab.tasks.lm`` use: ``init_state(B)`` (zeros, the start of a stream), ``forward(x,
 state)`` -> ``LMOutput(logits, state)``, ``step(x (B,), state)`` -> logits (B, V).
 
-The Transformer LM (a KV cache over a sliding window of ``model.context`` positions),
-the NPLM (a window of the last n − 1 ids) and the pointer sentinel LM (a window of past
-hidden states) are not exported: their state is not a fixed-size tensor the graph can
-pass on (refused by ``seqlab export``, with what to do).
+The Transformer LM's export is ``seqlab.serve.export_transformer_lm`` (a KV cache graph).
+The NPLM (a window of the last n − 1 ids) and the pointer sentinel LM (a window of past
+hidden states) are not exported (refused by ``seqlab export``, with what to do).
 """
 
 from __future__ import annotations
@@ -46,6 +45,7 @@ from torch import Tensor, nn
 from seqlab.errors import SeqlabError
 from seqlab.models.lm_common import LMOutput
 from seqlab.models.rnn_lm import RNNLMState
+from seqlab.serve.export_transformer_lm import TRANSFORMER_LM, ExportedTransformerLM
 
 LM_MODEL = "rnn_lm"
 
@@ -115,12 +115,14 @@ def write_lm(model: nn.Module, fmt: str, paths: list[Path]) -> dict[str, Any]:
 def check_lm_exportable(name: str, model: nn.Module) -> None:
     """Refuse, before anything is written, the LMs whose state is not fixed-size tensors
     and recurrent layers without a fused kernel (a Python loop the trace would unroll)."""
+    if name == TRANSFORMER_LM:
+        return
     if name != LM_MODEL:
         raise SeqlabError(
             f"export: a '{name}' language model cannot be exported: its state is a window "
-            "(of positions, ids or hidden states) that grows and slides, not fixed-size "
-            "tensors; the recurrent LMs (rnn_lm: RNN, GRU, LSTM) can be; sample from this "
-            "one with seqlab generate or seqlab serve"
+            "(of ids or hidden states) that slides, not tensors a graph passes on; the "
+            "recurrent LMs (rnn_lm) and the Transformer LM can be; sample from this one "
+            "with seqlab generate or seqlab serve"
         )
     if not model.rnn.has_fused:
         raise SeqlabError(
@@ -168,11 +170,12 @@ class ExportedLM(nn.Module):
         return out[0], RNNLMState(out[1], out[2] if self.is_lstm else None)
 
 
-def load_exported_lm(folder: Path, meta: dict[str, Any], threads: int | None = None) -> ExportedLM:
-    """The ``lm`` file of an export folder (either format) as an ``ExportedLM``."""
-    from seqlab.serve.export import FORMATS, ExportedModule, _OnnxRunner
+def load_exported_lm(folder: Path, meta: dict[str, Any], threads: int | None = None) -> nn.Module:
+    """The graphs of an LM export folder (either format) as an ``ExportedLM`` (rnn_lm) or
+    an ``ExportedTransformerLM``."""
+    from seqlab.serve.export import ExportedModule, _OnnxRunner
 
-    files = meta["lm"].get("files", {"chunk": f"lm{FORMATS[meta['format']]}"})
+    files = meta["lm"]["files"]
     runs = {}
     for role, name in files.items():
         if meta["format"] == "onnx":
@@ -182,6 +185,8 @@ def load_exported_lm(folder: Path, meta: dict[str, Any], threads: int | None = N
                 warnings.simplefilter("ignore", DeprecationWarning)
                 run = torch.jit.load(str(folder / name))
         runs[role] = ExportedModule(run, meta)
+    if meta["model"] == TRANSFORMER_LM:
+        return ExportedTransformerLM(runs["chunk"], meta)
     return ExportedLM(runs["chunk"], meta, runs.get("step"))
 
 

@@ -93,15 +93,18 @@ def pointer_generator_run(root: Path, steps: int = 150, **task: Any) -> Path:
     return _train(_pointer_generator_config(files, steps, **task), root, steps)
 
 
-def lm_run(root: Path, steps: int = 30, cell: str = "gru", layers: int = 1) -> Path:
-    """Character GRU (or ``cell``, ``layers``) language model on three repeated lines."""
+def lm_run(
+    root: Path, steps: int = 30, cell: str = "gru", layers: int = 1, model: dict | None = None
+) -> Path:
+    """Character GRU (or ``cell``, ``layers``; or the ``model`` section given) language
+    model on three repeated lines."""
     corpus = root / "corpus.txt"
     corpus.write_text(TEXT + "\n", encoding="utf-8")
     cfg = {
         "task": {"name": "lm", "data": "text", "path": str(corpus), "level": "char",
                  "batch_size": 4, "bptt": 16, "eval_batch_size": 2},
-        "model": {"name": "rnn_lm", "cell": cell, "emb_dim": 16, "hidden": 16,
-                  "layers": layers, "dropout": 0.0},
+        "model": model or {"name": "rnn_lm", "cell": cell, "emb_dim": 16, "hidden": 16,
+                           "layers": layers, "dropout": 0.0},
     }  # fmt: skip
     return _train(cfg, root, steps)
 

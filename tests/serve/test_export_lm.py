@@ -3,7 +3,9 @@
 model at other batch sizes and chunk lengths than traced (RNN, GRU, 2-layer LSTM; both
 formats), with the state carried between calls; ``generate``, ``score`` and ``evaluate``
 through them give the checkpoint's text and numbers; ``check --exported`` passes on the
-run's own files and fails on other weights; the LMs whose state is a window are refused."""
+run's own files and fails on other weights. The Transformer LM's cache graph equals the
+eager model at other B, T and cache lengths and through its sliding window; the NPLM and
+the pointer sentinel LM (a window of ids / hidden states) are refused."""
 
 from __future__ import annotations
 
@@ -116,7 +118,68 @@ def test_an_lm_export_of_other_weights_fails_the_check(lm_dir, tmp_path, capsys)
     assert checks["cached == full forward"]["passed"]  # the checkpoint itself is fine
 
 
-@pytest.mark.parametrize("key", ["transformer_lm", "nplm", "pointer_sentinel"])
+@pytest.mark.parametrize("fmt", FORMATS)
+def test_the_exported_transformer_lm_equals_the_model(fmt, tmp_path):
+    model = build("transformer_lm")  # 2 layers, context 32; traced at B 2, T 3, t 2
+    export_model(model, "transformer_lm", tmp_path / "x", fmt, task="lm")
+    lm = load_exported_lm(tmp_path / "x", read_meta(tmp_path / "x"))
+    x = torch.randint(4, 30, (5, 11), generator=torch.Generator().manual_seed(2))
+    tol = {"atol": 2e-5, "rtol": 0}
+    with torch.no_grad():
+        torch.testing.assert_close(lm(x, None).logits, model(x, None).logits, **tol)
+        assert lm(x, None).state is None  # as the eager model: no state asked, none given
+        e1 = model(x[:, :4], model.init_state(5))
+        e2 = model(x[:, 4:], e1.state)
+        g1 = lm(x[:, :4], lm.init_state(5))
+        g2 = lm(x[:, 4:], g1.state)  # t = 4 cached, T = 7 new
+        torch.testing.assert_close(g2.logits, e2.logits, **tol)
+        for a, b in zip(g2.state.layers, e2.state.layers):
+            torch.testing.assert_close(a.k, b.k, **tol)
+        y = torch.randint(4, 30, (3, 45), generator=torch.Generator().manual_seed(3))
+        eager, exported = None, None
+        for t in range(45):  # past the context of 32: the sliding window re-encodes
+            want, eager = model.step(y[:, t], eager)
+            got, exported = lm.step(y[:, t], exported)
+            torch.testing.assert_close(got, want, **tol)
+        assert exported.length == eager.length <= 32  # the window slid (45 tokens read)
+        with pytest.raises(ValueError, match="exceed the context of 32"):
+            lm(torch.ones(1, 33, dtype=torch.long), lm.init_state(1))
+
+
+@pytest.fixture(scope="module")
+def transformer_lm_dir(tmp_path_factory):
+    model = {"name": "transformer_lm", "d_model": 16, "n_heads": 2, "d_ff": 32, "layers": 2,
+             "context": 24, "dropout": 0.0}  # fmt: skip
+    before = torch.get_num_threads()
+    try:
+        return runs.lm_run(tmp_path_factory.mktemp("tlm"), model=model)
+    finally:
+        torch.set_num_threads(before)
+
+
+def test_generate_score_and_check_a_transformer_lm_through_its_export(
+    transformer_lm_dir, tmp_path, capsys
+):
+    run, via = str(transformer_lm_dir), ["--exported", str(tmp_path / "x")]
+    assert main(["export", run, "--format", "onnx", "--out", str(tmp_path / "x")]) == 0
+    capsys.readouterr()
+    sample = ["generate", run, "--prompt", "the ", "--max-tokens", "60", "--seed", "2"]
+    assert main(sample) == 0  # 60 > the context of 24: the window slides
+    want = capsys.readouterr().out
+    assert main([*sample, *via]) == 0
+    assert capsys.readouterr().out == want
+    scores = []
+    for extra in ([], via):
+        assert main(["score", run, "the cat sat", "--json", *extra]) == 0
+        scores.append(json.loads(capsys.readouterr().out)["log_prob"])
+    assert scores[1] == pytest.approx(scores[0], abs=1e-4)
+    code = main(["check", run, *via, "--json", "--sentences", "3", "--length", "20",
+                 "--dtype", "float32"])  # fmt: skip
+    out = json.loads(capsys.readouterr().out)
+    assert code == 0 and out["passed"] and out["checks"][-1]["name"] == "eager == exported (step)"
+
+
+@pytest.mark.parametrize("key", ["nplm", "pointer_sentinel"])
 def test_the_lms_whose_state_is_a_window_are_refused(key, tmp_path):
     name = key.split("/")[0]
     with pytest.raises(SeqlabError, match="its state is a window"):
