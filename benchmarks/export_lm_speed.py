@@ -1,16 +1,17 @@
 """A recurrent language model through its exported files (``seqlab export``,
 ``seqlab.serve.export_lm``) against the eager model.
 
-    python benchmarks/export_lm_speed.py [--presets ptb-lstm,shakespeare-char-lstm,shakespeare-char-transformer]
+    python benchmarks/export_lm_speed.py
+        [--presets ptb-lstm,shakespeare-char-lstm,shakespeare-char-transformer]
         [--tokens 200] [--rows 10] [--bptt 35] [--chunks 10] [--threads 1] [--reps 7]
         [--out docs/results.md]
 
 Random-weight models of the presets' shapes (``configs/<preset>.yaml``'s model; PTB's
 vocabulary 10,000, Tiny Shakespeare's 65 characters; the recurrent LMs and the
-Transformer LM, whose sampling past its context re-encodes a sliding window in both), eval mode, each run three ways back
-to back in every repetition (order rotating): eager fp32, the TorchScript file and the
-ONNX file (onnxruntime with ``--threads`` intra-op threads, torch on the same number), on
-two workloads:
+Transformer LM, whose sampling past its context re-encodes a sliding window in both),
+eval mode, each run three ways back to back in every repetition (order rotating): eager
+fp32, the TorchScript file and the ONNX file (onnxruntime with ``--threads`` intra-op
+threads, torch on the same number), on two workloads:
 
 - **sample**: ``seqlab generate``'s loop, ``seqlab.decode.sample`` at batch 1 for
   ``--tokens`` tokens (temperature 1, the same seeded generator for every variant),
