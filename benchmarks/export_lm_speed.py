@@ -162,7 +162,7 @@ def main(argv: list[str] | None = None) -> list[str]:
             *rows,
             "",
             "How to read it: benchmarks/export_lm_speed.py's docstring; the export itself: "
-            'docs/serving.md, "Recurrent language models".',
+            'docs/serving.md, "Language models".',
             "",
         ]
         write_section(Path(args.out), "\n".join([HEADING, *body]), HEADING)
