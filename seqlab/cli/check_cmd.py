@@ -100,13 +100,18 @@ def _export_checks(loaded: Any, folder: str, sources: Any, s: Any) -> tuple[list
     from seqlab.serve.exported_model import use_exported
 
     exported = use_exported(loaded, folder).model
-    meta = exported.meta
+    info, note = _describe_export(exported.meta, folder)
+    return run_export_checks(loaded.model, exported, sources, s), info, note
+
+
+def _describe_export(meta: dict, folder: str) -> tuple[dict, str]:
+    """What the JSON (``exported``) and the header line say of an export folder."""
     made = meta.get("checkpoint") or {}
     info = {"folder": str(folder), "format": meta.get("format"), "step": made.get("step")}
     note = f"exported {meta.get('format')} files in {folder}"
     if made.get("step") is not None:
         note += f" (from step {made['step']})"
-    return run_export_checks(loaded.model, exported, sources, s), info, note
+    return info, note
 
 
 def _copy(loaded: Any, args: argparse.Namespace, dtype: Any) -> tuple[list, dict, str]:
@@ -162,12 +167,8 @@ def _lm(loaded: Any, args: argparse.Namespace, dtype: Any) -> tuple[list, dict, 
 
         exported = use_exported(loaded, args.exported).model
         checks += run_lm_export_checks(loaded.model, exported, x.cpu())
-        made = exported.meta.get("checkpoint") or {}
-        info["exported"] = {"folder": str(args.exported), "format": exported.meta["format"],
-                            "step": made.get("step")}  # fmt: skip
-        head += f"; exported {exported.meta['format']} files in {args.exported}"
-        if made.get("step") is not None:
-            head += f" (from step {made['step']})"
+        info["exported"], note = _describe_export(exported.meta, args.exported)
+        head += f"; {note}"
     return checks, info, head
 
 
@@ -276,7 +277,7 @@ def add_command(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--dtype", choices=DTYPES, default="float64", help="precision of the checks")
     p.add_argument("--exported", metavar="DIR",
                    help="also check the files seqlab export wrote there against the run "
-                   "(translation runs: eager == exported, forward and beam search)")  # fmt: skip
+                   "(translation, pointer-generator and LM runs: eager == exported)")  # fmt: skip
     p.add_argument("--json", action="store_true", help="one JSON object instead of the table")
     p.add_argument("--data-dir", help="data folder (default ../shared/data)")
     p.add_argument("--device", default="cpu")

@@ -24,6 +24,10 @@ worst seen there 4.4e-4 nats, against 9.7e-4 over every column). A Transformer's
 RNN's or ConvS2S's step returns logits, whose log-softmax is taken in float64 here, so
 check 6 compares every column of V for them.
 
+A language model's export (``seqlab.serve.export_lm``) gets two checks of its own
+(``run_lm_export_checks``): the rows read as two halves with the state carried, and one
+token per call against the eager forward.
+
 A failure means the files do not decode as the checkpoint does: they were exported from
 another checkpoint of the run (``export.json`` "checkpoint" says which), or an exporter
 traced something a later input changes (a length, a batch size). Tolerance: 1e-3 nats,
@@ -73,7 +77,8 @@ def check_exported_forward(
     diffs = []
     for i, n in enumerate(want.lengths):
         d = (want.log_p[i, :n] - got.log_p[i, :n]).abs()  # (n, V′)
-        if floor > 0:  # only where the eager p ≥ floor (Sources.export_floor)
+        if floor > 0:  # only where the eager p ≥ floor (Sources.export_floor); a NaN in a
+            # masked column still fails: the log-softmax of Sources.forward spreads it to the row
             d = d.masked_fill(want.log_p[i, :n] < math.log(floor), 0.0)
         d = d.amax(dim=-1)  # (n,)
         t = int(d.argmax())

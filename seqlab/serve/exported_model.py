@@ -76,7 +76,8 @@ def _fields_coverage(state: Any) -> tuple[Tensor, Tensor]:
 
 
 def use_exported(loaded: Any, folder: str | Path, threads: int | None = None) -> Any:
-    """``loaded`` (a translation run from ``seqlab.load``) with its model replaced by the
+    """``loaded`` (a translation, pointer-generator or language-model run from
+    ``seqlab.load``) with its model replaced by the
     files ``seqlab export`` wrote to ``folder``; refused, saying why, when they are not
     this run's kind of model or vocabulary."""
     folder = Path(folder)

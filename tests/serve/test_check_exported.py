@@ -124,3 +124,51 @@ def test_what_check_exported_cannot_do_is_refused(
     # and the Transformer's exported files keep none either
     assert not hasattr(use_exported(translation_model, tmp_path / "x").model,
                        "attention_coverage")  # fmt: skip
+
+
+def test_a_nan_below_the_floor_is_not_hidden(translation_model):
+    """The pointer-generator's floor (compare log p only where p ≥ 1e-4) masks rounding,
+    not a NaN: a NaN in a column the floor leaves out still fails the check (the
+    log-softmax the check takes of each row spreads it to every column)."""
+    import copy
+
+    from seqlab.eval.export_invariants import check_exported_forward
+    from seqlab.eval.invariants import Sources
+
+    class Floored(Sources):
+        export_floor = 1e-4
+
+    eager = copy.deepcopy(translation_model.model).float().eval()
+
+    class Poisoned(torch.nn.Module):
+        def __init__(self, model, column):
+            super().__init__()
+            self.model, self.column = model, column
+
+        def forward(self, *args):
+            logits = self.model(*args).clone()
+            logits[..., self.column] = float("nan")
+            return logits
+
+    task = translation_model.task
+    sources = Floored([task.src_tok.encode(s) + [EOS_ID] for s in SENTENCES[:2]])
+    hyps = [[5, 6, EOS_ID], [7, EOS_ID]]
+    with torch.no_grad():
+        p = torch.softmax(eager(*_batch(sources, hyps)), -1)
+    column = int(p.amax(dim=(0, 1)).argmin())  # a word far below the floor everywhere
+    assert float(p[..., column].max()) < 1e-4
+    ok = check_exported_forward(eager, eager, sources, hyps, 1e-3)
+    assert ok.passed and ok.max_diff == 0.0 and "where p ≥ 0.0001" in ok.compared
+    bad = check_exported_forward(eager, Poisoned(eager, column), sources, hyps, 1e-3)
+    assert not bad.passed
+
+
+def _batch(sources, hyps):
+    """The padded batch the check builds: (src, src_mask, y_in, tgt_mask)."""
+    from seqlab.data.collate import collate_seq2seq
+    from seqlab.data.vocab import BOS_ID, PAD_ID
+    from seqlab.eval.invariants import _targets
+
+    b = collate_seq2seq(list(zip(sources.items, _targets(hyps))), bos=BOS_ID, eos=EOS_ID,
+                        pad=PAD_ID)  # fmt: skip
+    return b.src, b.src_mask, b.y_in, b.tgt_mask
