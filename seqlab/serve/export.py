@@ -50,6 +50,7 @@ from seqlab.errors import SeqlabError
 from seqlab.nn.multihead import KVCache
 from seqlab.nn.transformer_decoder import DecoderLayerState, TransformerDecoderState
 from seqlab.serve.export_lm import LM_MODEL, check_lm_exportable, write_lm
+from seqlab.serve.export_nplm import NPLM, write_nplm
 from seqlab.serve.export_rnn import (
     FIELDS_MODELS,
     POINTER_GENERATOR,
@@ -128,7 +129,7 @@ def _check(task: str, name: str, model: nn.Module, fmt: str) -> None:
             "exportable decoder step (their state is plain tensors); serve the others "
             "with seqlab serve"
         )
-    if name not in ("transformer", LM_MODEL, TRANSFORMER_LM):
+    if name not in ("transformer", LM_MODEL, TRANSFORMER_LM, NPLM):
         check_exportable(model, name)
     if fmt == "onnx":
         try:
@@ -243,13 +244,14 @@ def _write_files(
     model: nn.Module, name: str, out: Path, fmt: str, info: dict[str, Any] | None
 ) -> list[Path]:
     ext = FORMATS[fmt]
-    if name in (LM_MODEL, TRANSFORMER_LM):  # no encoder (seqlab.serve.export_lm)
+    if name in (LM_MODEL, TRANSFORMER_LM, NPLM):  # no encoder (seqlab.serve.export_lm)
         if name == LM_MODEL:
             paths = [out / f"lm{ext}", out / f"lm_step{ext}", out / "export.json"]
             lm = write_lm(model, fmt, paths[:2])
         else:
             paths = [out / f"lm{ext}", out / "export.json"]
-            lm = write_transformer_lm(model, fmt, paths[0])
+            write = write_transformer_lm if name == TRANSFORMER_LM else write_nplm
+            lm = write(model, fmt, paths[0])
         meta = {"format": fmt, "model": name, "task": "lm", **(info or {}), "lm": lm}
         paths[-1].write_text(json.dumps(meta, indent=1) + "\n", encoding="utf-8")
         return paths

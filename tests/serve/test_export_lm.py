@@ -4,8 +4,8 @@ model at other batch sizes and chunk lengths than traced (RNN, GRU, 2-layer LSTM
 formats), with the state carried between calls; ``generate``, ``score`` and ``evaluate``
 through them give the checkpoint's text and numbers; ``check --exported`` passes on the
 run's own files and fails on other weights. The Transformer LM's cache graph equals the
-eager model at other B, T and cache lengths and through its sliding window; the NPLM and
-the pointer sentinel LM (a window of ids / hidden states) are refused."""
+eager model at other B, T and cache lengths and through its sliding window, the NPLM's
+window graph at other B and T; the pointer sentinel LM is refused."""
 
 from __future__ import annotations
 
@@ -157,14 +157,25 @@ def transformer_lm_dir(tmp_path_factory):
         torch.set_num_threads(before)
 
 
-def test_generate_score_and_check_a_transformer_lm_through_its_export(
-    transformer_lm_dir, tmp_path, capsys
+@pytest.fixture(scope="module")
+def nplm_dir(tmp_path_factory):
+    model = {"name": "nplm", "n": 4, "m": 8, "h": 16}
+    before = torch.get_num_threads()
+    try:
+        return runs.lm_run(tmp_path_factory.mktemp("nplm"), model=model)
+    finally:
+        torch.set_num_threads(before)
+
+
+@pytest.mark.parametrize("which", ["transformer_lm_dir", "nplm_dir"])
+def test_generate_score_and_check_a_windowed_lm_through_its_export(
+    which, request, tmp_path, capsys
 ):
-    run, via = str(transformer_lm_dir), ["--exported", str(tmp_path / "x")]
+    run, via = str(request.getfixturevalue(which)), ["--exported", str(tmp_path / "x")]
     assert main(["export", run, "--format", "onnx", "--out", str(tmp_path / "x")]) == 0
     capsys.readouterr()
     sample = ["generate", run, "--prompt", "the ", "--max-tokens", "60", "--seed", "2"]
-    assert main(sample) == 0  # 60 > the context of 24: the window slides
+    assert main(sample) == 0  # Transformer: 60 > the context of 24, the window slides
     want = capsys.readouterr().out
     assert main([*sample, *via]) == 0
     assert capsys.readouterr().out == want
@@ -179,11 +190,29 @@ def test_generate_score_and_check_a_transformer_lm_through_its_export(
     assert code == 0 and out["passed"] and out["checks"][-1]["name"] == "eager == exported (step)"
 
 
-@pytest.mark.parametrize("key", ["nplm", "pointer_sentinel"])
-def test_the_lms_whose_state_is_a_window_are_refused(key, tmp_path):
-    name = key.split("/")[0]
-    with pytest.raises(SeqlabError, match="its state is a window"):
-        export_model(build(key), name, tmp_path / "x", task="lm")
+@pytest.mark.parametrize("fmt", FORMATS)
+def test_the_exported_nplm_equals_the_model(fmt, tmp_path):
+    model = build("nplm")  # n = 4: a window of 3 ids; traced at B 2, T 3
+    export_model(model, "nplm", tmp_path / "x", fmt, task="lm")
+    lm = load_exported_lm(tmp_path / "x", read_meta(tmp_path / "x"))
+    x = torch.randint(4, 30, (5, 11), generator=torch.Generator().manual_seed(2))
+    with torch.no_grad():
+        first = model(x[:, :4], None)
+        want = torch.cat([first.logits, model(x[:, 4:], first.state).logits], 1)
+        a = lm(x[:, :4], None)
+        got = torch.cat([a.logits, lm(x[:, 4:], a.state).logits], 1)
+        torch.testing.assert_close(got, want, atol=2e-5, rtol=0)
+        assert torch.equal(lm(x, None).state.window, model(x, None).state.window)
+        state, steps = lm.init_state(5), []
+        for t in range(x.size(1)):
+            logits, state = lm.step(x[:, t], state)
+            steps.append(logits)
+        torch.testing.assert_close(torch.stack(steps, 1), want, atol=2e-5, rtol=0)
+
+
+def test_the_pointer_sentinel_lm_is_refused(tmp_path):
+    with pytest.raises(SeqlabError, match="'pointer_sentinel' language model cannot be exported"):
+        export_model(build("pointer_sentinel"), "pointer_sentinel", tmp_path / "x", task="lm")
     assert not (tmp_path / "x").exists()  # nothing written
 
 
