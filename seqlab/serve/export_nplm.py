@@ -13,7 +13,6 @@ come from ``torch.onnx.export(dynamo=True)`` (the TorchScript-based exporter has
 
 from __future__ import annotations
 
-import warnings
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +21,7 @@ from torch import Tensor, nn
 
 from seqlab.models.lm_common import LMOutput
 from seqlab.models.nplm import NPLMState
+from seqlab.serve.export_transformer_lm import write_graph
 
 NPLM = "nplm"
 IO = (["x", "window"], ["logits", "window_out"])
@@ -39,19 +39,10 @@ class _Chunk(nn.Module):
 
 def write_nplm(model: nn.Module, fmt: str, path: Path) -> dict[str, Any]:
     """Write the chunk graph of ``model`` (eval mode, CPU) to ``path``; its "lm" entry."""
-    from seqlab.serve.export import _onnx
-
     k = model.cfg.n - 1
     inputs = (torch.ones(2, 3, dtype=torch.long), torch.zeros(2, k, dtype=torch.long))
-    chunk = _Chunk(model).eval()
-    with warnings.catch_warnings():
-        for kind in (torch.jit.TracerWarning, DeprecationWarning, UserWarning, FutureWarning):
-            warnings.simplefilter("ignore", kind)
-        if fmt == "torchscript":
-            torch.jit.trace(chunk, inputs, check_trace=False).save(str(path))
-        else:
-            B, T = torch.export.Dim("B"), torch.export.Dim("T")
-            _onnx(chunk, inputs, IO, {"x": {0: B, 1: T}, "window": {0: B}}, path)
+    dims = {"x": {0: "B", 1: "T"}, "window": {0: "B"}}
+    write_graph(_Chunk(model).eval(), inputs, fmt, path, IO, dims)
     return {"inputs": IO[0], "outputs": IO[1], "window": k, "pad_id": model.pad_id,
             "files": {"chunk": path.name}}  # fmt: skip
 

@@ -36,6 +36,25 @@ TRANSFORMER_LM = "transformer_lm"
 IO = (["x", "k", "v"], ["logits", "k_out", "v_out"])
 
 
+def write_graph(
+    module: nn.Module, inputs: tuple[Tensor, ...], fmt: str, path: Path, io: tuple, dims: dict
+) -> None:
+    """``module`` traced (TorchScript) or exported by the dynamo exporter (ONNX) at
+    ``inputs``, the sizes named in ``dims`` ({input: {axis: name}}) dynamic in ONNX."""
+    from seqlab.serve.export import _onnx
+
+    with warnings.catch_warnings():
+        for kind in (torch.jit.TracerWarning, DeprecationWarning, UserWarning, FutureWarning):
+            warnings.simplefilter("ignore", kind)
+        if fmt == "torchscript":
+            torch.jit.trace(module, inputs, check_trace=False).save(str(path))
+            return
+        names: dict[str, Any] = {}
+        shapes = {n: {a: names.setdefault(d, torch.export.Dim(d)) for a, d in axes.items()}
+                  for n, axes in dims.items()}  # fmt: skip
+        _onnx(module, inputs, io, shapes, path)
+
+
 class _Chunk(nn.Module):
     """(x, k, v) -> (logits, k_out, v_out) through ``TransformerLM.forward`` with caches."""
 
@@ -54,24 +73,14 @@ class _Chunk(nn.Module):
 
 def write_transformer_lm(model: nn.Module, fmt: str, path: Path) -> dict[str, Any]:
     """Write the chunk graph of ``model`` (eval mode, CPU) to ``path``; its "lm" entry."""
-    from seqlab.serve.export import _onnx
-
     cfg = model.cfg
     L, H, Dh = len(model.layers), cfg.n_heads, cfg.d_model // cfg.n_heads
     cache = torch.zeros(L, 2, H, 2, Dh)  # B = 2, t = 2
     inputs = (torch.ones(2, 3, dtype=torch.long), cache, cache.clone())  # T = 3
-    chunk = _Chunk(model).eval()
-    with warnings.catch_warnings():
-        # the context check and the mask's shape become constants of the trace; the tests
-        # prove the file equal to the eager model at other B, T and t
-        for kind in (torch.jit.TracerWarning, DeprecationWarning, UserWarning, FutureWarning):
-            warnings.simplefilter("ignore", kind)
-        if fmt == "torchscript":
-            torch.jit.trace(chunk, inputs, check_trace=False).save(str(path))
-        else:
-            B, T, t = torch.export.Dim("B"), torch.export.Dim("T"), torch.export.Dim("t")
-            dims = {"x": {0: B, 1: T}, "k": {1: B, 3: t}, "v": {1: B, 3: t}}
-            _onnx(chunk, inputs, IO, dims, path)
+    # the context check and the mask's shape become constants of the trace; the tests
+    # prove the file equal to the eager model at other B, T and t
+    dims = {"x": {0: "B", 1: "T"}, "k": {1: "B", 3: "t"}, "v": {1: "B", 3: "t"}}
+    write_graph(_Chunk(model).eval(), inputs, fmt, path, IO, dims)
     return {"inputs": IO[0], "outputs": IO[1], "layers": L, "heads": H, "head_dim": Dh,
             "context": cfg.context, "files": {"chunk": path.name}}  # fmt: skip
 
