@@ -49,8 +49,9 @@ from seqlab.decode.state import DecodeResult
 from seqlab.errors import SeqlabError
 from seqlab.nn.multihead import KVCache
 from seqlab.nn.transformer_decoder import DecoderLayerState, TransformerDecoderState
+from seqlab.serve.export_fields_lm import STATES as FIELDS_LMS
+from seqlab.serve.export_fields_lm import write_fields_lm
 from seqlab.serve.export_lm import LM_MODEL, check_lm_exportable, write_lm
-from seqlab.serve.export_nplm import NPLM, write_nplm
 from seqlab.serve.export_rnn import (
     FIELDS_MODELS,
     POINTER_GENERATOR,
@@ -129,7 +130,7 @@ def _check(task: str, name: str, model: nn.Module, fmt: str) -> None:
             "exportable decoder step (their state is plain tensors); serve the others "
             "with seqlab serve"
         )
-    if name not in ("transformer", LM_MODEL, TRANSFORMER_LM, NPLM):
+    if name not in ("transformer", LM_MODEL, TRANSFORMER_LM, *FIELDS_LMS):
         check_exportable(model, name)
     if fmt == "onnx":
         try:
@@ -168,7 +169,8 @@ def _onnx(module: nn.Module, inputs: tuple[Tensor, ...], io: tuple, dims: dict, 
             input_names=names,
             output_names=outputs,
             dynamo=True,
-            dynamic_shapes={name: dims[name] for name in names},
+            # by name, or (a module taking *args) one entry per input in order
+            dynamic_shapes=dims if isinstance(dims, tuple) else {n: dims[n] for n in names},
             verbose=False,
         )
 
@@ -244,14 +246,16 @@ def _write_files(
     model: nn.Module, name: str, out: Path, fmt: str, info: dict[str, Any] | None
 ) -> list[Path]:
     ext = FORMATS[fmt]
-    if name in (LM_MODEL, TRANSFORMER_LM, NPLM):  # no encoder (seqlab.serve.export_lm)
+    if name in (LM_MODEL, TRANSFORMER_LM, *FIELDS_LMS):  # no encoder (export_lm)
         if name == LM_MODEL:
             paths = [out / f"lm{ext}", out / f"lm_step{ext}", out / "export.json"]
             lm = write_lm(model, fmt, paths[:2])
+        elif name == TRANSFORMER_LM:
+            paths = [out / f"lm{ext}", out / "export.json"]
+            lm = write_transformer_lm(model, fmt, paths[0])
         else:
             paths = [out / f"lm{ext}", out / "export.json"]
-            write = write_transformer_lm if name == TRANSFORMER_LM else write_nplm
-            lm = write(model, fmt, paths[0])
+            lm = write_fields_lm(model, name, fmt, paths[0])
         meta = {"format": fmt, "model": name, "task": "lm", **(info or {}), "lm": lm}
         paths[-1].write_text(json.dumps(meta, indent=1) + "\n", encoding="utf-8")
         return paths

@@ -26,8 +26,8 @@ and under "lm" the graphs' input / output names and files, the state's L and H.
 state)`` -> ``LMOutput(logits, state)``, ``step(x (B,), state)`` -> logits (B, V).
 
 The Transformer LM's export is ``seqlab.serve.export_transformer_lm`` (a KV cache graph),
-the NPLM's ``seqlab.serve.export_nplm`` (its window of n − 1 ids). The pointer sentinel LM
-is not exported (refused by ``seqlab export``, with what to do).
+the NPLM's and the pointer sentinel LM's ``seqlab.serve.export_fields_lm`` (their state's
+fixed-size tensors by name).
 """
 
 from __future__ import annotations
@@ -45,7 +45,7 @@ from torch import Tensor, nn
 from seqlab.errors import SeqlabError
 from seqlab.models.lm_common import LMOutput
 from seqlab.models.rnn_lm import RNNLMState
-from seqlab.serve.export_nplm import NPLM, ExportedNPLM
+from seqlab.serve.export_fields_lm import STATES, ExportedFieldsLM
 from seqlab.serve.export_transformer_lm import TRANSFORMER_LM, ExportedTransformerLM
 
 LM_MODEL = "rnn_lm"
@@ -116,14 +116,12 @@ def write_lm(model: nn.Module, fmt: str, paths: list[Path]) -> dict[str, Any]:
 def check_lm_exportable(name: str, model: nn.Module) -> None:
     """Refuse, before anything is written, the LMs whose state is not fixed-size tensors
     and recurrent layers without a fused kernel (a Python loop the trace would unroll)."""
-    if name in (TRANSFORMER_LM, NPLM):
+    if name == TRANSFORMER_LM or name in STATES:
         return
     if name != LM_MODEL:
         raise SeqlabError(
-            f"export: a '{name}' language model cannot be exported: its state mixes an "
-            "LSTM's state with a window of hidden states that grows to its size and the "
-            "ids under it; the rnn_lm, transformer_lm and nplm language models can be; "
-            "sample from this one with seqlab generate or seqlab serve"
+            f"export: a '{name}' language model has no export (rnn_lm, transformer_lm, "
+            f"{', '.join(STATES)} have one); sample from it with seqlab generate or serve"
         )
     if not model.rnn.has_fused:
         raise SeqlabError(
@@ -188,8 +186,8 @@ def load_exported_lm(folder: Path, meta: dict[str, Any], threads: int | None = N
         runs[role] = ExportedModule(run, meta)
     if meta["model"] == TRANSFORMER_LM:
         return ExportedTransformerLM(runs["chunk"], meta)
-    if meta["model"] == NPLM:
-        return ExportedNPLM(runs["chunk"], meta)
+    if meta["model"] in STATES:
+        return ExportedFieldsLM(runs["chunk"], meta)
     return ExportedLM(runs["chunk"], meta, runs.get("step"))
 
 

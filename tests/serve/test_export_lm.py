@@ -4,8 +4,8 @@ model at other batch sizes and chunk lengths than traced (RNN, GRU, 2-layer LSTM
 formats), with the state carried between calls; ``generate``, ``score`` and ``evaluate``
 through them give the checkpoint's text and numbers; ``check --exported`` passes on the
 run's own files and fails on other weights. The Transformer LM's cache graph equals the
-eager model at other B, T and cache lengths and through its sliding window, the NPLM's
-window graph at other B and T; the pointer sentinel LM is refused."""
+eager model at other B, T and cache lengths and through its sliding window; the NPLM's
+and the pointer sentinel LM's graphs (their state's tensors by name) at other B and T."""
 
 from __future__ import annotations
 
@@ -167,7 +167,18 @@ def nplm_dir(tmp_path_factory):
         torch.set_num_threads(before)
 
 
-@pytest.mark.parametrize("which", ["transformer_lm_dir", "nplm_dir"])
+@pytest.fixture(scope="module")
+def pointer_sentinel_dir(tmp_path_factory):
+    model = {"name": "pointer_sentinel", "emb_dim": 8, "hidden": 16, "layers": 1, "window": 6,
+             "dropout": 0.0}  # fmt: skip
+    before = torch.get_num_threads()
+    try:
+        return runs.lm_run(tmp_path_factory.mktemp("ps"), model=model)
+    finally:
+        torch.set_num_threads(before)
+
+
+@pytest.mark.parametrize("which", ["transformer_lm_dir", "nplm_dir", "pointer_sentinel_dir"])
 def test_generate_score_and_check_a_windowed_lm_through_its_export(
     which, request, tmp_path, capsys
 ):
@@ -191,28 +202,35 @@ def test_generate_score_and_check_a_windowed_lm_through_its_export(
 
 
 @pytest.mark.parametrize("fmt", FORMATS)
-def test_the_exported_nplm_equals_the_model(fmt, tmp_path):
-    model = build("nplm")  # n = 4: a window of 3 ids; traced at B 2, T 3
-    export_model(model, "nplm", tmp_path / "x", fmt, task="lm")
+@pytest.mark.parametrize("key", ["nplm", "pointer_sentinel"])
+def test_the_exported_fields_lm_equals_the_model(key, fmt, tmp_path):
+    # nplm: n = 4, a window of 3 ids; pointer_sentinel: an LSTM and a window of 5 outputs
+    model = build(key)  # traced at B 2, T 3
+    export_model(model, key, tmp_path / "x", fmt, task="lm")
     lm = load_exported_lm(tmp_path / "x", read_meta(tmp_path / "x"))
     x = torch.randint(4, 30, (5, 11), generator=torch.Generator().manual_seed(2))
+    tol = {"atol": 2e-5, "rtol": 0}
     with torch.no_grad():
         first = model(x[:, :4], None)
-        want = torch.cat([first.logits, model(x[:, 4:], first.state).logits], 1)
+        second = model(x[:, 4:], first.state)
+        want = torch.cat([first.logits, second.logits], 1)
         a = lm(x[:, :4], None)
-        got = torch.cat([a.logits, lm(x[:, 4:], a.state).logits], 1)
-        torch.testing.assert_close(got, want, atol=2e-5, rtol=0)
-        assert torch.equal(lm(x, None).state.window, model(x, None).state.window)
+        b = lm(x[:, 4:], a.state)
+        torch.testing.assert_close(torch.cat([a.logits, b.logits], 1), want, **tol)
+        for name in second.extras:  # the pointer sentinel's gate g and pointer a_i
+            torch.testing.assert_close(b.extras[name], second.extras[name], **tol)
+        for f in lm.names:  # the state after, field by field
+            torch.testing.assert_close(getattr(b.state, f), getattr(second.state, f), **tol)
         state, steps = lm.init_state(5), []
         for t in range(x.size(1)):
             logits, state = lm.step(x[:, t], state)
             steps.append(logits)
-        torch.testing.assert_close(torch.stack(steps, 1), want, atol=2e-5, rtol=0)
+        torch.testing.assert_close(torch.stack(steps, 1), want, **tol)
 
 
-def test_the_pointer_sentinel_lm_is_refused(tmp_path):
-    with pytest.raises(SeqlabError, match="'pointer_sentinel' language model cannot be exported"):
-        export_model(build("pointer_sentinel"), "pointer_sentinel", tmp_path / "x", task="lm")
+def test_an_lm_without_an_export_is_refused(tmp_path):
+    with pytest.raises(SeqlabError, match="'lm_x' language model has no export"):
+        export_model(build("nplm"), "lm_x", tmp_path / "x", task="lm")
     assert not (tmp_path / "x").exists()  # nothing written
 
 
