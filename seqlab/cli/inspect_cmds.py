@@ -140,6 +140,10 @@ def _cmd_trace(args: argparse.Namespace) -> int:
     from seqlab.inspect import traces
 
     loaded = api.load(args.checkpoint)
+    if args.exported:  # the gate, pointer, copy and coverage computed by the exported files
+        from seqlab.serve.exported_model import use_exported
+
+        loaded = use_exported(loaded, args.exported)
     records = traces.trace(loaded, args.items, beam=args.beam, split=args.split, seed=args.seed)
     for i, record in enumerate(records):
         files = traces.save(record, Path(args.out) / f"trace-{i}", png=args.png)
@@ -200,4 +204,7 @@ def add_commands(sub: Any) -> None:
     t.add_argument("--beam", type=int, default=1, help="beam width (1 = greedy)")
     t.add_argument("--split", default="test", help="caption: split of the scene indices")
     t.add_argument("--seed", type=int, default=0, help="ntm: which random example")
+    t.add_argument("--exported", metavar="DIR",
+                   help="trace the files seqlab export wrote there (copy_translation, "
+                   "pointer_sentinel lm) instead of the checkpoint's model")  # fmt: skip
     t.set_defaults(func=_cmd_trace)

@@ -256,3 +256,23 @@ def test_serve_generates_through_the_exported_lm(lstm_lm_dir, tmp_path):
         assert r.status_code == 200
         texts.append(r.json()["text"])
     assert texts[0] == texts[1] and len(texts[0]) > 40
+
+
+def test_inspect_trace_reads_the_gate_from_the_exported_files(
+    pointer_sentinel_dir, tmp_path, capsys
+):
+    import numpy as np
+
+    run = str(pointer_sentinel_dir)
+    assert main(["export", run, "--format", "onnx", "--out", str(tmp_path / "x")]) == 0
+    arrays = []
+    for name, extra in (("eager", []), ("exported", ["--exported", str(tmp_path / "x")])):
+        out = tmp_path / name
+        assert main(["inspect", "trace", run, "the cat sat", "--out", str(out), *extra]) == 0
+        arrays.append(np.load(out / "trace-0.npz"))
+    capsys.readouterr()
+    eager, exported = arrays
+    assert set(eager.files) >= {"gate", "pointer", "log_p"}
+    for key in ("gate", "pointer", "log_p"):
+        np.testing.assert_allclose(exported[key], eager[key], atol=1e-5, rtol=0)
+    assert float(eager["gate"].min()) > 0.0 and float(eager["gate"].max()) < 1.0  # a real gate

@@ -137,3 +137,23 @@ def _close(a, b, tol=1e-5):
     if isinstance(a, float):
         return abs(a - b) <= tol
     return a == b
+
+
+def test_inspect_trace_reads_copies_and_coverage_from_the_exported_files(
+    pointer_generator_dir, tmp_path, capsys
+):
+    import numpy as np
+
+    run = str(pointer_generator_dir)
+    assert main(["export", run, "--out", str(tmp_path / "x")]) == 0
+    arrays = []
+    for name, extra in (("eager", []), ("exported", ["--exported", str(tmp_path / "x")])):
+        out = tmp_path / name
+        assert main(["inspect", "trace", run, "Ein Mann namens Zyxwq läuft.", "--out",
+                     str(out), *extra]) == 0  # fmt: skip
+        arrays.append(np.load(out / "trace-0.npz"))
+    capsys.readouterr()
+    eager, exported = arrays
+    for key in ("attention", "p_gen", "coverage", "cov_loss"):
+        np.testing.assert_allclose(exported[key], eager[key], atol=1e-5, rtol=0)
+    assert float(eager["p_gen"].min()) < 0.5  # the name is copied: a real switch
