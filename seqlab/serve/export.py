@@ -3,7 +3,9 @@ encoder–decoders of ``seqlab.serve.export_rnn``) as TorchScript or ONNX — th
 encoder and one decoder step with its state as explicit tensors — plus reference loops
 that run the exported step: ``greedy_exported`` and ``beam_exported`` (seqlab's own
 ``beam_search`` driving the exported files through ``ExportedDecoder``), checked equal
-to eager decoding in tests/serve/test_export.py.
+to eager decoding in tests/serve/test_export.py. A language model has no encoder: its
+graphs are written by ``seqlab.serve.export_lm`` (and, per family,
+``export_transformer_lm`` and ``export_fields_lm``) into the same kind of folder.
 
 Files written to ``out`` (``.pt`` for TorchScript, ``.onnx`` for ONNX), for the Transformer:
 
