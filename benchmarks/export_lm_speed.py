@@ -83,7 +83,8 @@ def scorer(model: torch.nn.Module, stream: torch.Tensor, bptt: int):
         with torch.no_grad():
             for i in range(0, stream.size(1), bptt):
                 o = model(stream[:, i : i + bptt], state)
-                state, _ = (None if windowed else o.state), out.append(o.logits)
+                state = None if windowed else o.state
+                out.append(o.logits)
         return out
 
     return run

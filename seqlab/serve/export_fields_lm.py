@@ -30,7 +30,6 @@ from torch import Tensor, nn
 from seqlab.models.lm_common import LMOutput
 from seqlab.models.nplm import NPLMState
 from seqlab.models.pointer_sentinel import PointerSentinelState
-from seqlab.serve.export_transformer_lm import write_graph
 
 STATES: dict[str, type] = {"nplm": NPLMState, "pointer_sentinel": PointerSentinelState}
 EXTRAS = {"pointer_sentinel": ("gate", "pointer")}
@@ -64,6 +63,8 @@ class _Chunk(nn.Module):
 
 def write_fields_lm(model: nn.Module, name: str, fmt: str, path: Path) -> dict[str, Any]:
     """Write the chunk graph of ``model`` (eval mode, CPU) to ``path``; its "lm" entry."""
+    from seqlab.serve.export_lm import write_graph
+
     names, extras = field_names(name), EXTRAS.get(name, ())
     start = model.init_state(1, "cpu")
     init = {}

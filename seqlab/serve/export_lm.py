@@ -93,24 +93,50 @@ def write_lm(model: nn.Module, fmt: str, paths: list[Path]) -> dict[str, Any]:
         (_Chunk(model).eval(), (torch.ones(2, 3, dtype=torch.long), *carried), {0: "B", 1: "T"}),
         (_Step(model).eval(), (torch.ones(2, dtype=torch.long), *carried), {0: "B"}),
     )  # B = 2, T = 3 traced: both dynamic
-    with warnings.catch_warnings():
-        # shape checks become constants of the trace; the tests prove the files equal to
-        # the eager model at other batch sizes and chunk lengths
-        for kind in (torch.jit.TracerWarning, DeprecationWarning, UserWarning, FutureWarning):
-            warnings.simplefilter("ignore", kind)
-        for (module, inputs, dims), path in zip(graphs, paths, strict=True):
-            if fmt == "torchscript":
-                torch.jit.trace(module, inputs, check_trace=False).save(str(path))
-                continue
-            axes = {"x": dims, "logits": dims}
-            axes.update({n: {0: "B"} for n in names[1:] + outputs[1:]})
-            with contextlib.redirect_stdout(io_module.StringIO()):
-                torch.onnx.export(module, inputs, str(path), input_names=names,
-                                  output_names=outputs, dynamic_axes=axes, dynamo=False,
-                                  opset_version=17)  # fmt: skip
+    # shape checks become constants of the trace; the tests prove the files equal to the
+    # eager model at other batch sizes and chunk lengths
+    for (module, inputs, dims), path in zip(graphs, paths, strict=True):
+        state_axes = {n: {0: "B"} for n in names[1:] + outputs[1:]}
+        write_graph(module, inputs, fmt, path, (names, outputs), {"x": dims, **state_axes},
+                    dynamo=False, out_dims={"logits": dims})  # fmt: skip
     cfg = model.cfg
     return {"inputs": names, "outputs": outputs, "layers": cfg.layers, "hidden": cfg.hidden,
             "cell": cfg.cell, "files": {"chunk": paths[0].name, "step": paths[1].name}}  # fmt: skip
+
+
+def write_graph(
+    module: nn.Module,
+    inputs: tuple[Tensor, ...],
+    fmt: str,
+    path: Path,
+    io: tuple,
+    dims: dict,
+    dynamo: bool = True,
+    out_dims: dict | None = None,
+) -> None:
+    """``module`` traced (TorchScript) or exported to ONNX at ``inputs``, the sizes named in
+    ``dims`` ({input: {axis: name}}) dynamic: by the dynamo exporter, or with ``dynamo=False``
+    by the TorchScript-based one (``out_dims``: the outputs' dynamic axes it needs)."""
+    from seqlab.serve.export import _onnx
+
+    with warnings.catch_warnings():
+        for kind in (torch.jit.TracerWarning, DeprecationWarning, UserWarning, FutureWarning):
+            warnings.simplefilter("ignore", kind)
+        if fmt == "torchscript":
+            torch.jit.trace(module, inputs, check_trace=False).save(str(path))
+            return
+        if not dynamo:
+            axes = {**dims, **(out_dims or {})}
+            axes = {n: axes[n] for n in io[0] + io[1] if n in axes}
+            with contextlib.redirect_stdout(io_module.StringIO()):
+                torch.onnx.export(module, inputs, str(path), input_names=io[0],
+                                  output_names=io[1], dynamo=False, opset_version=17,
+                                  dynamic_axes=axes)  # fmt: skip
+            return
+        names: dict[str, Any] = {}
+        shapes = tuple({a: names.setdefault(d, torch.export.Dim(d)) for a, d in dims[n].items()}
+                       if n in dims else None for n in io[0])  # fmt: skip
+        _onnx(module, inputs, io, shapes, path)
 
 
 def check_lm_exportable(name: str, model: nn.Module) -> None:
@@ -150,11 +176,15 @@ class ExportedLM(nn.Module):
 
     def forward(self, x: Tensor, state: RNNLMState | None = None) -> LMOutput:
         """x (B, T) from ``state`` (None: zeros) -> logits (B, T, V), the state after."""
+        out = self.run(*self._inputs(x, state))
+        return LMOutput(out[0], RNNLMState(out[1], out[2] if self.is_lstm else None))
+
+    def _inputs(self, x: Tensor, state: RNNLMState | None) -> tuple[Tensor, ...]:
+        """x, h[, c] as the graphs take them (zeros for ``state`` None)."""
         if state is None:
             state = self.init_state(x.size(0))
-        args = (x, state.h) if not self.is_lstm else (x, state.h, state.c)
-        out = self.run(*(a.contiguous() for a in args))
-        return LMOutput(out[0], RNNLMState(out[1], out[2] if self.is_lstm else None))
+        carried = (state.h, state.c) if self.is_lstm else (state.h,)
+        return tuple(t.contiguous() for t in (x, *carried))
 
     def step(self, x: Tensor, state: RNNLMState | None) -> tuple[Tensor, RNNLMState]:
         """One token per row, through the step graph (the chunk graph with T = 1 where
@@ -162,10 +192,7 @@ class ExportedLM(nn.Module):
         if self.run_step is None:
             out = self.forward(x[:, None], state)
             return out.logits[:, 0], out.state
-        if state is None:
-            state = self.init_state(x.size(0))
-        args = (x, state.h) if not self.is_lstm else (x, state.h, state.c)
-        out = self.run_step(*(a.contiguous() for a in args))
+        out = self.run_step(*self._inputs(x, state))
         return out[0], RNNLMState(out[1], out[2] if self.is_lstm else None)
 
 

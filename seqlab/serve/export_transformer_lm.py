@@ -20,9 +20,6 @@ come from ``torch.onnx.export(dynamo=True)`` with B, T and t declared dynamic.
 
 from __future__ import annotations
 
-import contextlib
-import io as io_module
-import warnings
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -36,41 +33,6 @@ from seqlab.nn.multihead import KVCache
 
 TRANSFORMER_LM = "transformer_lm"
 IO = (["x", "k", "v"], ["logits", "k_out", "v_out"])
-
-
-def write_graph(
-    module: nn.Module,
-    inputs: tuple[Tensor, ...],
-    fmt: str,
-    path: Path,
-    io: tuple,
-    dims: dict,
-    dynamo: bool = True,
-    out_dims: dict | None = None,
-) -> None:
-    """``module`` traced (TorchScript) or exported to ONNX at ``inputs``, the sizes named in
-    ``dims`` ({input: {axis: name}}) dynamic: by the dynamo exporter, or with ``dynamo=False``
-    by the TorchScript-based one (``out_dims``: the outputs' dynamic axes it needs)."""
-    from seqlab.serve.export import _onnx
-
-    with warnings.catch_warnings():
-        for kind in (torch.jit.TracerWarning, DeprecationWarning, UserWarning, FutureWarning):
-            warnings.simplefilter("ignore", kind)
-        if fmt == "torchscript":
-            torch.jit.trace(module, inputs, check_trace=False).save(str(path))
-            return
-        if not dynamo:
-            axes = {**dims, **(out_dims or {})}
-            axes = {n: axes[n] for n in io[0] + io[1] if n in axes}
-            with contextlib.redirect_stdout(io_module.StringIO()):
-                torch.onnx.export(module, inputs, str(path), input_names=io[0],
-                                  output_names=io[1], dynamo=False, opset_version=17,
-                                  dynamic_axes=axes)  # fmt: skip
-            return
-        names: dict[str, Any] = {}
-        shapes = tuple({a: names.setdefault(d, torch.export.Dim(d)) for a, d in dims[n].items()}
-                       if n in dims else None for n in io[0])  # fmt: skip
-        _onnx(module, inputs, io, shapes, path)
 
 
 class _Chunk(nn.Module):
@@ -91,6 +53,8 @@ class _Chunk(nn.Module):
 
 def write_transformer_lm(model: nn.Module, fmt: str, path: Path) -> dict[str, Any]:
     """Write the chunk graph of ``model`` (eval mode, CPU) to ``path``; its "lm" entry."""
+    from seqlab.serve.export_lm import write_graph
+
     cfg = model.cfg
     L, H, Dh = len(model.layers), cfg.n_heads, cfg.d_model // cfg.n_heads
     cache = torch.zeros(L, 2, H, 2, Dh)  # B = 2, t = 2

@@ -26,11 +26,8 @@ def trained(tmp_path_factory):
 
     def get(name):
         if name not in done:
-            before = torch.get_num_threads()
-            try:
-                done[name] = getattr(runs, f"{name}_run")(tmp_path_factory.mktemp(name))
-            finally:
-                torch.set_num_threads(before)  # the trainer sets train.threads
+            make = getattr(runs, f"{name}_run")
+            done[name] = runs.keeping_threads(make, tmp_path_factory.mktemp(name))
         return done[name]
 
     return get
@@ -64,11 +61,7 @@ def tag_dir(trained):
 @pytest.fixture(scope="session")
 def luong_dir(tmp_path_factory):
     """A Luong (RNN) translation run, trained once (~2 s)."""
-    before = torch.get_num_threads()
-    try:
-        return runs.rnn_translation_run(tmp_path_factory.mktemp("luong"), "luong")
-    finally:
-        torch.set_num_threads(before)
+    return runs.keeping_threads(runs.rnn_translation_run, tmp_path_factory.mktemp("luong"), "luong")
 
 
 @pytest.fixture(scope="session")

@@ -8,6 +8,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import torch
+
 from seqlab import api
 from tests.cli.test_lm_cli import TEXT
 from tests.cli.test_predict_cli import NEG, POS
@@ -23,6 +25,16 @@ TRAIN: dict[str, Any] = {
     "log_every": 1000,
     "optim": {"name": "adam", "lr": 5e-3},
 }
+
+
+def keeping_threads(make: Any, *args: Any, **kwargs: Any) -> Path:
+    """``make(*args, **kwargs)`` (one of the runs below), with torch's thread count given
+    back afterwards: the trainer sets ``train.threads``."""
+    before = torch.get_num_threads()
+    try:
+        return make(*args, **kwargs)
+    finally:
+        torch.set_num_threads(before)
 
 
 def _train(cfg: dict[str, Any], root: Path, steps: int) -> Path:

@@ -33,11 +33,8 @@ def _check(run, folder, capsys, *flags):
 
 @pytest.fixture(scope="module")
 def convs2s_dir(tmp_path_factory):
-    before = torch.get_num_threads()
-    try:
-        return runs.rnn_translation_run(tmp_path_factory.mktemp("convs2s"), "convs2s")
-    finally:
-        torch.set_num_threads(before)
+    root = tmp_path_factory.mktemp("convs2s")
+    return runs.keeping_threads(runs.rnn_translation_run, root, "convs2s")
 
 
 @pytest.mark.parametrize(

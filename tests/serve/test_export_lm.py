@@ -56,22 +56,19 @@ def test_the_exported_graph_equals_the_model_at_other_shapes(key, fmt, tmp_path)
             steps.append(logits)
         torch.testing.assert_close(torch.stack(steps, 1), want, atol=2e-5, rtol=0)
         assert lm.run_step is not None  # the step graph, not the chunk graph at T = 1
-        chunked = lm.init_state(5), []
-        state, one = chunked
+        state, one = lm.init_state(5), []
         for t in range(x.size(1)):  # the chunk graph at T = 1 computes the same
             out = lm(x[:, t : t + 1], state)
-            state, _ = out.state, one.append(out.logits)
+            state = out.state
+            one.append(out.logits)
         torch.testing.assert_close(torch.cat(one, 1), want, atol=2e-5, rtol=0)
     assert not model.training  # export leaves the model in its mode
 
 
 @pytest.fixture(scope="module")
 def lstm_lm_dir(tmp_path_factory):
-    before = torch.get_num_threads()
-    try:
-        return runs.lm_run(tmp_path_factory.mktemp("lstm_lm"), cell="lstm", layers=2)
-    finally:
-        torch.set_num_threads(before)
+    root = tmp_path_factory.mktemp("lstm_lm")
+    return runs.keeping_threads(runs.lm_run, root, cell="lstm", layers=2)
 
 
 @pytest.mark.parametrize("fmt", FORMATS)
@@ -150,32 +147,20 @@ def test_the_exported_transformer_lm_equals_the_model(fmt, tmp_path):
 def transformer_lm_dir(tmp_path_factory):
     model = {"name": "transformer_lm", "d_model": 16, "n_heads": 2, "d_ff": 32, "layers": 2,
              "context": 24, "dropout": 0.0}  # fmt: skip
-    before = torch.get_num_threads()
-    try:
-        return runs.lm_run(tmp_path_factory.mktemp("tlm"), model=model)
-    finally:
-        torch.set_num_threads(before)
+    return runs.keeping_threads(runs.lm_run, tmp_path_factory.mktemp("tlm"), model=model)
 
 
 @pytest.fixture(scope="module")
 def nplm_dir(tmp_path_factory):
     model = {"name": "nplm", "n": 4, "m": 8, "h": 16}
-    before = torch.get_num_threads()
-    try:
-        return runs.lm_run(tmp_path_factory.mktemp("nplm"), model=model)
-    finally:
-        torch.set_num_threads(before)
+    return runs.keeping_threads(runs.lm_run, tmp_path_factory.mktemp("nplm"), model=model)
 
 
 @pytest.fixture(scope="module")
 def pointer_sentinel_dir(tmp_path_factory):
     model = {"name": "pointer_sentinel", "emb_dim": 8, "hidden": 16, "layers": 1, "window": 6,
              "dropout": 0.0}  # fmt: skip
-    before = torch.get_num_threads()
-    try:
-        return runs.lm_run(tmp_path_factory.mktemp("ps"), model=model)
-    finally:
-        torch.set_num_threads(before)
+    return runs.keeping_threads(runs.lm_run, tmp_path_factory.mktemp("ps"), model=model)
 
 
 @pytest.mark.parametrize("which", ["transformer_lm_dir", "nplm_dir", "pointer_sentinel_dir"])
