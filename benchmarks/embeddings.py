@@ -2,7 +2,7 @@
 
     python benchmarks/embeddings.py [--methods sgns,glove,ppmi] [--minutes 10] [--dim 100]
         [--data-dir DIR] [--out docs/results.md] [--vectors-dir runs/embeddings]
-        [--glove-adagrad {paper,glove.c}]
+        [--glove-adagrad {paper,glove.c}] [--figures-dir docs/figures]
 
 Each method trains on the same corpus (``seqlab.data.embedding_corpus``, min count 5)
 for at most ``--minutes`` of wall-clock time (PPMI-SVD is one-shot), its vectors go to
@@ -10,6 +10,8 @@ for at most ``--minutes`` of wall-clock time (PPMI-SVD is one-shot), its vectors
 (3CosAdd, accuracy over covered questions; coverage), SimLex-999 and WordSim-353
 (Spearman ρ; coverage). The table and nearest neighbours of a few probe words go to
 stdout and replace the section ``## Word embeddings`` of ``--out`` (other sections kept).
+A t-SNE map of ``TSNE_WORDS`` (seven groups of five words) per method goes to
+``<figures-dir>/embeddings-tsne-<method>.png`` and is linked from the section.
 Target (issue 5): skip-gram and GloVe each beat PPMI-SVD on WordSim-353 ρ.
 """
 
@@ -17,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import datetime
+import os
 import shlex
 import sys
 from dataclasses import dataclass
@@ -24,8 +27,8 @@ from pathlib import Path
 
 from seqlab import api
 from seqlab.cli.embed_cmds import METHODS, train_vectors
-from seqlab.data.word_vectors_io import save_word2vec_text
-from seqlab.eval.word_vectors import evaluate_standard, nearest_neighbours
+from seqlab.data.word_vectors_io import WordVectors, save_word2vec_text
+from seqlab.eval.word_vectors import evaluate_standard, nearest_neighbours, tsne_plot
 
 ROOT = Path(__file__).resolve().parent.parent
 if __package__ in (None, ""):  # run as a script: make the sibling benchmark importable
@@ -36,6 +39,17 @@ HEADING = "## Word embeddings"
 LABELS = {"sgns": "Skip-gram, negative sampling", "glove": "GloVe", "ppmi": "PPMI-SVD"}
 EPOCH_CAP = {"sgns": 40, "glove": 200, "ppmi": 1}  # the time budget is meant to stop first
 PROBES = ("money", "city", "good", "dog", "president")
+# Seven groups of five words, all frequent in the corpus, for the t-SNE maps: a method
+# whose vectors carry meaning puts each group together.
+TSNE_WORDS = (
+    *("one", "two", "three", "four", "five"),
+    *("man", "woman", "boy", "girl", "child"),
+    *("dog", "horse", "cat", "bird", "cow"),
+    *("red", "blue", "green", "white", "black"),
+    *("money", "bank", "stock", "market", "price"),
+    *("run", "walk", "jump", "ride", "climb"),
+    *("good", "bad", "great", "funny", "boring"),
+)
 
 
 @dataclass
@@ -45,6 +59,8 @@ class Row:
     minutes: float
     scores: dict[str, float]
     neighbours: dict[str, list[str]]
+    figure: Path | None = None  # the t-SNE PNG
+    figure_words: int = 0  # how many of TSNE_WORDS it shows
 
 
 def run_method(
@@ -55,6 +71,7 @@ def run_method(
     vectors_dir: Path,
     seed: int,
     glove_adagrad: str = "paper",
+    figures_dir: Path | None = None,
 ) -> Row:
     def log(line: str) -> None:
         print(f"[{method}] {line}", flush=True)
@@ -74,7 +91,26 @@ def run_method(
     neighbours = {
         w: [n for n, _ in nearest_neighbours(run.vectors, w, 5)] for w in PROBES if w in run.vectors
     }
-    return Row(method, run.epochs, run.seconds / 60.0, scores, neighbours)
+    row = Row(method, run.epochs, run.seconds / 60.0, scores, neighbours)
+    if figures_dir is not None:
+        add_tsne_map(row, run.vectors, figures_dir, seed)
+    return row
+
+
+def add_tsne_map(row: Row, vectors: WordVectors, figures_dir: Path, seed: int = 0) -> None:
+    """Write the t-SNE map of ``TSNE_WORDS`` for ``row``'s method and record it in ``row``."""
+    row.figure = figures_dir / f"embeddings-tsne-{row.method}.png"
+    row.figure_words = len(tsne_plot(vectors, list(TSNE_WORDS), row.figure, seed=seed))
+
+
+def format_figures(rows: list[Row], out_dir: Path) -> list[str]:
+    """Markdown image lines, linked relative to ``out_dir``, for the rows with a t-SNE map."""
+    return [
+        f"![t-SNE of {LABELS[r.method]} vectors, {r.figure_words} words]"
+        f"({Path(os.path.relpath(r.figure, out_dir)).as_posix()})"
+        for r in rows
+        if r.figure is not None
+    ]
 
 
 def format_table(rows: list[Row]) -> str:
@@ -110,7 +146,9 @@ def format_neighbours(rows: list[Row]) -> str:
     return "\n".join(lines)
 
 
-def render_section(rows: list[Row], command: str, minutes: float, dim: int) -> str:
+def render_section(
+    rows: list[Row], command: str, minutes: float, dim: int, out_dir: Path = Path("docs")
+) -> str:
     machine = machine_description()
     return "\n".join(
         [
@@ -132,6 +170,19 @@ def render_section(rows: list[Row], command: str, minutes: float, dim: int) -> s
             "Nearest neighbours (cosine):",
             "",
             format_neighbours(rows),
+            *(
+                [
+                    "",
+                    "t-SNE maps (scikit-learn `TSNE`, cosine metric, perplexity "
+                    "min(30, (n − 1) / 3), initialised by PCA) of seven groups of five "
+                    "words: numbers, people, animals, colours, finance, motion verbs, judgements "
+                    "(`benchmarks/embeddings.py` `TSNE_WORDS`):",
+                    "",
+                    *format_figures(rows, out_dir),
+                ]
+                if any(r.figure is not None for r in rows)
+                else []
+            ),
         ]
     )
 
@@ -147,6 +198,9 @@ def main(argv: list[str] | None = None) -> list[Row]:
     p.add_argument("--vectors-dir", default="runs/embeddings")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--glove-adagrad", choices=("paper", "glove.c"), default="paper")
+    p.add_argument(
+        "--figures-dir", default=None, help="t-SNE PNGs (default: figures/ beside --out)"
+    )
     args = p.parse_args(argv)
     methods = [m.strip() for m in args.methods.split(",") if m.strip()]
     for m in methods:
@@ -161,11 +215,16 @@ def main(argv: list[str] | None = None) -> list[Row]:
             Path(args.vectors_dir),
             args.seed,
             args.glove_adagrad,
+            Path(args.figures_dir) if args.figures_dir else Path(args.out).parent / "figures",
         )
         for m in methods
     ]
     section = render_section(
-        rows, shlex.join(["python", "benchmarks/embeddings.py", *argv]), args.minutes, args.dim
+        rows,
+        shlex.join(["python", "benchmarks/embeddings.py", *argv]),
+        args.minutes,
+        args.dim,
+        Path(args.out).parent,
     )
     print(format_table(rows))
     print()
