@@ -46,6 +46,7 @@ from seqlab.errors import DataError, SeqlabError
 from seqlab.nn.masks import padding_mask
 from seqlab.registry import TASKS
 from seqlab.tasks.base import LossOutput, Task
+from seqlab.tasks.pretrained_embeddings import resolve_path
 
 __all__ = ["ClassBatch", "ClassificationTask", "ClassifyConfig", "clean_str"]
 
@@ -219,12 +220,7 @@ class ClassificationTask(Task):
 
     def _file(self, name: str) -> Path:
         """A configured path: as given, else under the data folder."""
-        path = Path(name).expanduser()
-        if not path.exists() and not path.is_absolute() and self.data_dir is not None:
-            inside = Path(self.data_dir) / path
-            if inside.exists():
-                return inside
-        return path
+        return resolve_path(name, self.data_dir)
 
     def _read(self) -> dict[str, list[tuple[str, str]]]:
         """(text, label) pairs of train / valid / test."""

@@ -146,6 +146,8 @@ class CopyTranslationTask(Task):
 
     def prepare(self, tokenizer_state: dict[str, Any] | None = None) -> None:
         cfg = self.cfg
+        self._fresh = tokenizer_state is None
+        self.embedding_coverage: dict[str, float] = {}
         self.words: dict[str, tuple[list[list[str]], list[list[str]]]] = {}
         self.refs: dict[str, list[str]] = {}
         for split, (src_path, tgt_path) in self._paths().items():
@@ -250,6 +252,21 @@ class CopyTranslationTask(Task):
         if self.cfg.src_word_stats:  # W_f: F statistics -> E
             kwargs["src_stat_features"] = N_WORD_STATS
         return {**kwargs, "pad_id": PAD_ID}
+
+    def init_model(self, model: nn.Module) -> None:
+        """At the start of a run, the configured word vectors into the word embeddings."""
+        if not self._fresh:
+            return
+        from seqlab.tasks.pretrained_embeddings import load_vectors, resolve_path
+
+        for side, vocab in (("src", self.src_vocab), ("tgt", self.tgt_vocab)):
+            name = getattr(self.cfg, f"{side}_embeddings_path")
+            if name is not None:
+                path = resolve_path(name, self.data_dir)
+                field = f"task.{side}_embeddings_path"
+                self.embedding_coverage[side] = load_vectors(
+                    model, (f"{side}_embed",), vocab, path, field
+                )
 
     def train_lengths(self) -> np.ndarray:
         ex = self.examples["train"]

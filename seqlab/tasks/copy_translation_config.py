@@ -61,6 +61,11 @@ class CopyTranslationConfig:
     valid and test keep their references. None (default) = the references.
     ``distill_with_refs``: train on both, each source twice, once with its distilled
     target and once with its reference (2N pairs); false (default) = the distilled only.
+
+    ``src_embeddings_path`` / ``tgt_embeddings_path``: word2vec text vectors (e.g. from
+    ``seqlab embed train``; D = ``model.emb_dim``) copied into the encoder's / decoder's
+    word embedding at the start of a run (seqlab.tasks.pretrained_embeddings); None
+    (default) = random initialisation.
     """
 
     src_lang: str = "de"
@@ -102,6 +107,8 @@ class CopyTranslationConfig:
     coverage_penalty_words: Literal["all", "oov"] = "all"
     distill_tgt: str | None = None
     distill_with_refs: bool = False
+    src_embeddings_path: str | None = None
+    tgt_embeddings_path: str | None = None
 
     def __post_init__(self) -> None:
         paths = [self.train_src, self.train_tgt, self.valid_src, self.valid_tgt]

@@ -57,7 +57,10 @@ class LMTaskConfig:
     the same way). ``train.batch`` is not used: a batch is ``batch_size`` rows × ``bptt``
     tokens. ``random_offset``: start each epoch's stream at a random position in
     [0, bptt) (chunk boundaries move; see ``StreamBatcher``). ``max_train_tokens``: keep
-    only the start of the training stream (smoke tests).
+    only the start of the training stream (smoke tests). ``embeddings_path``: word2vec
+    text vectors (``seqlab embed train … --dim`` = the model's embedding width) copied into
+    the token embedding at the start of a word-level run
+    (``seqlab.tasks.pretrained_embeddings``; with tied weights the output layer too).
     """
 
     data: Literal["ptb", "shakespeare", "text"] = "ptb"
@@ -72,6 +75,7 @@ class LMTaskConfig:
     carry_state: bool = True
     random_offset: bool = False
     max_train_tokens: int | None = None
+    embeddings_path: str | None = None
 
     def __post_init__(self) -> None:
         if self.data == "text" and not self.path:
@@ -87,6 +91,11 @@ class LMTaskConfig:
             raise ValueError("task.valid_fraction + task.test_fraction must be < 1")
         if self.max_train_tokens is not None and self.max_train_tokens < 2:
             raise ValueError("task.max_train_tokens must be >= 2 or null")
+        if self.embeddings_path is not None and self.level != "word":
+            raise ValueError(
+                "task.embeddings_path holds word vectors: it needs task.level: word "
+                f"(got {self.level!r})"
+            )
 
 
 @dataclass
@@ -123,6 +132,8 @@ class LMTask(LMInference, Task):
         self._carry: Any = None  # the training state carried to the next chunk
         self._pending: dict[str, Tensor] | None = None  # restored, filled in at next loss
         self._stream: StreamBatcher | None = None
+        self._fresh = tokenizer_state is None
+        self.embedding_coverage: float | None = None
         if tokenizer_state is not None:
             self.tokenizer = Tokenizer.from_state(tokenizer_state)
         else:
@@ -183,6 +194,17 @@ class LMTask(LMInference, Task):
 
     def tokenizer_state(self) -> dict[str, Any] | None:
         return self.tokenizer.to_state()
+
+    def init_model(self, model: nn.Module) -> None:
+        """At the start of a run, ``embeddings_path``'s vectors into the token embedding."""
+        if self._fresh and self.cfg.embeddings_path is not None:
+            from seqlab.tasks.pretrained_embeddings import load_vectors, resolve_path
+
+            assert isinstance(self.tokenizer, WordTokenizer)
+            path = resolve_path(self.cfg.embeddings_path, self.data_dir)
+            self.embedding_coverage = load_vectors(
+                model, ("embed", "C"), self.tokenizer.vocab, path, "task.embeddings_path"
+            )
 
     def train_lengths(self) -> np.ndarray:
         """Unused by the stream batcher; one "example" per training token."""
