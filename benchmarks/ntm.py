@@ -8,7 +8,7 @@
 For every problem: train ``configs/ntm-<problem>.yaml`` for ``--minutes`` (per run,
 ``train.max_minutes``) into ``<runs-dir>/bench-ntm-<problem>-s<seed>`` — every seed of
 ``--seeds`` for copy (the issue's target is 3 of 3 seeds), the first seed for the others —
-and for copy also the LSTM baseline ``configs/lstm-copy.yaml`` (first seed). Each run is
+and the LSTM baseline ``configs/lstm-<problem>.yaml`` (first seed). Each run is
 scored with its checkpoint of fewest validation bit errors (``best``), on the validation
 split (fresh sequences of every training length) and on the test lengths. A memory-trace
 figure of the first seed's NTM per problem goes to ``--figures`` (``ntm-<problem>.png``;
@@ -75,7 +75,7 @@ class Row:
 
 
 def preset_path(problem: str, model: str) -> Path:
-    name = f"ntm-{problem.replace('_', '-')}" if model == "ntm" else f"lstm-{problem}"
+    name = f"{'ntm' if model == 'ntm' else 'lstm'}-{problem.replace('_', '-')}"
     return ROOT / "configs" / f"{name}.yaml"
 
 
@@ -271,7 +271,7 @@ def main(argv: list[str] | None = None) -> list[Row]:
     for prob in args.problems:
         seeds = args.seeds if prob == "copy" else args.seeds[:1]
         plan += [(prob, "ntm", s, args.minutes) for s in seeds]
-        if prob == "copy" and not args.no_baseline:
+        if not args.no_baseline:
             plan.append((prob, "lstm", args.seeds[0], args.baseline_minutes or args.minutes))
     for prob, model, _, minutes in plan:  # check every config before the first long run
         api.resolve_config(preset_path(prob, model), [f"train.max_minutes={minutes}"])

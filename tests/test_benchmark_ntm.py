@@ -40,3 +40,20 @@ def test_a_second_invocation_keeps_the_tables_and_figures_of_problems_not_rerun(
 
     rerun = earlier_parts(out, ["copy"])  # rerunning copy drops its old table and verdict
     assert not rerun["tables"] and not rerun["verdict"] and not rerun["runs"]
+
+
+PROBLEMS = ("copy", "repeat_copy", "recall", "priority_sort")
+
+
+def test_every_problem_has_an_lstm_baseline_on_the_same_data_and_budget():
+    import yaml
+
+    from benchmarks.ntm import preset_path
+
+    for problem in PROBLEMS:
+        ntm = yaml.safe_load(preset_path(problem, "ntm").read_text(encoding="utf-8"))
+        lstm = yaml.safe_load(preset_path(problem, "lstm").read_text(encoding="utf-8"))
+        assert lstm["task"] == ntm["task"], problem  # same data, lengths and test lengths
+        assert lstm["model"]["name"] == "lstm_seq_baseline" and ntm["model"]["name"] == "ntm"
+        for key in ("optim", "max_minutes", "clip_norm", "precision", "early_stop_metric"):
+            assert lstm["train"][key] == ntm["train"][key], (problem, key)
