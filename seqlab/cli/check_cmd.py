@@ -1,5 +1,5 @@
 """``seqlab check``: the invariance checks of ``seqlab.eval.invariants`` on a trained
-translation run (on its own data or on any source file), of
+translation or algorithmic run (on its own data or on any source file), of
 ``seqlab.eval.lm_invariants`` on a language-model run and of
 ``seqlab.eval.sentence_invariants`` on a classifier or tagger.
 
@@ -80,6 +80,40 @@ def _translation(loaded: Any, args: argparse.Namespace, dtype: Any) -> tuple[lis
     s = task._settings(args.beam if args.beam is not None else task.cfg.test_beam)
     checks, info, head = _search_checks(loaded, dtype, sources, len(sources), origin, s)
     return _with_export_checks(loaded, args, sources, s, checks, info, head)
+
+
+def _algorithmic(loaded: Any, args: argparse.Namespace, dtype: Any) -> tuple[list, dict, str]:
+    """A copy / reverse / sort run (the README's first run): source symbols of the split,
+    or of ``--src`` (one sequence a line, symbols 0 … n_symbols − 1 as in ``predict``);
+    the search gets room for ⌊2·|x|⌋ + 2 tokens, as ``predict``."""
+    from seqlab.data.readers import read_lines
+    from seqlab.tasks.algorithmic import N_SPECIAL
+    from seqlab.tasks.translation_eval import SearchSettings
+
+    task = loaded.task
+    if args.src:
+        n = task.cfg.n_symbols
+        sources = []
+        for i, line in enumerate(read_lines(args.src)[: args.sentences], 1):
+            try:
+                symbols = [int(x) for x in line.split()]
+            except ValueError:
+                symbols = [-1]
+            if not symbols or not all(0 <= x < n for x in symbols):
+                raise SeqlabError(
+                    f"{args.src}:{i}: expected symbols 0 … {n - 1} separated by spaces "
+                    f"(this run's task.n_symbols = {n}), got {line.strip()!r}"
+                )
+            sources.append([x + N_SPECIAL for x in symbols])
+        origin = str(args.src)
+    else:
+        if args.split not in task.splits:
+            raise _no_split(loaded, args.split, task.splits)
+        sources = [list(x) for x, _ in task.splits[args.split][: args.sentences]]
+        origin = f"{args.split} split"
+    beam = args.beam if args.beam is not None else 4
+    s = SearchSettings(beam=beam, max_len_a=2.0, max_len_b=2)
+    return _search_checks(loaded, dtype, sources, len(sources), origin, s)
 
 
 def _with_export_checks(
@@ -232,13 +266,14 @@ def _cmd_check(args: argparse.Namespace) -> int:
     data_dir = Path(args.data_dir) if args.data_dir else None
     loaded = api.load(args.path, data_dir=data_dir, device=args.device)
     kinds = {"translation": _translation, "copy_translation": _copy, "lm": _lm,
-             "classify": _sentences, "tag": _sentences}  # fmt: skip
+             "classify": _sentences, "tag": _sentences, "algorithmic": _algorithmic}  # fmt: skip
     if loaded.config.task in kinds and loaded.config.task != "lm" and args.length is not None:
         raise SeqlabError("--length is for language models; this run checks sentences")
     if loaded.config.task not in kinds:
         raise SeqlabError(
             f"{loaded.checkpoint}: seqlab check runs on translation, language-model, "
-            f"classification and tagging runs (task: {', '.join(kinds)}); this run's task "
+            f"classification, tagging and algorithmic runs (task: {', '.join(kinds)}); this "
+            f"run's task "
             f"is '{loaded.config.task}'"
         )
     if args.exported and loaded.config.task not in ("translation", "copy_translation", "lm"):

@@ -8,7 +8,7 @@ import pytest
 
 from seqlab import api
 from seqlab.cli.main import main
-from tests.serve.runs import classify_run, lm_run, tag_run, translation_run
+from tests.serve.runs import algorithmic_run, classify_run, lm_run, tag_run, translation_run
 from tests.tasks.test_copy_translation import _pairs, _write, run_config
 
 pytestmark = pytest.mark.usefixtures("one_thread")  # restores torch's thread count after
@@ -164,3 +164,20 @@ def test_other_tasks_are_refused_with_the_list(cls, capsys, monkeypatch):
     err = capsys.readouterr().err.strip()
     assert "runs/ntm-x: seqlab check runs on translation" in err and "'ntm'" in err
     assert "classify, tag" in err
+
+
+def test_an_algorithmic_run_is_checked_on_its_split_and_on_a_symbol_file(tmp_path, capsys):
+    run = algorithmic_run(tmp_path)  # the README's first run, shrunk
+    assert main(["check", str(run), "--sentences", "6", "--json"]) == 0
+    record = json.loads(capsys.readouterr().out)
+    assert record["task"] == "algorithmic" and record["sentences"] == 6
+    assert record["beam"] == 4 and [c["passed"] for c in record["checks"]] == [True] * 5
+    src = tmp_path / "symbols.txt"
+    src.write_text("3 1 2\n7 7 0 5\n", encoding="utf-8")
+    assert main(["check", str(run), "--src", str(src), "--beam", "2"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert "2 sentences of the " in out[0] and out[-1] == "5 of 5 checks passed"
+    src.write_text("3 1 2\n3 x 9\n", encoding="utf-8")
+    assert main(["check", str(run), "--src", str(src)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "symbols.txt:2: expected symbols 0 … 7" in err and "'3 x 9'" in err

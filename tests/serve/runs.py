@@ -148,3 +148,15 @@ def tag_run(root: Path, steps: int = 40) -> Path:
         "train": {"batch": {"max_tokens": 256}, "optim": {"name": "adam", "lr": 0.02}},
     }  # fmt: skip
     return _train(cfg, root, steps)
+
+
+def algorithmic_run(root: Path, steps: int = 60) -> Path:
+    """A small Transformer on the reverse task (the README's first run, shrunk)."""
+    cfg = {
+        "task": {"name": "algorithmic", "kind": "reverse", "n_symbols": 8, "min_len": 3,
+                 "max_len": 6, "n_train": 2000, "n_valid": 40},
+        "model": {"name": "transformer", "d_model": 32, "n_heads": 4, "d_ff": 64,
+                  "encoder_layers": 1, "decoder_layers": 1, "dropout": 0.0},
+        "train": {"batch": {"max_tokens": 512}},
+    }  # fmt: skip
+    return _train(cfg, root, steps)
