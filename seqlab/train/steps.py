@@ -42,6 +42,39 @@ class NonFiniteLossError(SeqlabError, FloatingPointError):
     """The loss or the gradient norm became NaN/inf and ``train.nonfinite=stop``."""
 
 
+class OutOfMemory(SeqlabError, MemoryError):
+    """A training microbatch did not fit in memory; the message names its shapes and the
+    settings that make it smaller (USER-NEEDS §11)."""
+
+
+def _is_out_of_memory(exc: BaseException) -> bool:
+    """torch's CUDA / MPS out-of-memory error, or the CPU allocator's failure."""
+    if isinstance(exc, (torch.OutOfMemoryError, MemoryError)):
+        return True
+    text = str(exc)
+    return isinstance(exc, RuntimeError) and (
+        "out of memory" in text or "can't allocate memory" in text
+    )
+
+
+def _shapes(batch: Any) -> str:
+    """``name (d0, d1)`` for every tensor field of a batch object."""
+    fields = vars(batch) if hasattr(batch, "__dict__") else {}
+    parts = [f"{k} {tuple(v.shape)}" for k, v in fields.items() if isinstance(v, Tensor)]
+    return ", ".join(parts) or type(batch).__name__
+
+
+def out_of_memory(exc: BaseException, batch: Any, device: torch.device, step: int) -> OutOfMemory:
+    """The one-line error for ``exc`` raised while training on ``batch``."""
+    first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+    return OutOfMemory(
+        f"out of memory on {device} at update {step} in a microbatch of {int(batch.n_tokens):,} "
+        f"tokens ({_shapes(batch)}): {first[:160]}. Make the microbatches smaller: "
+        "train.batch.max_tokens or train.batch.max_len (language models: task.batch_size or "
+        "task.bptt), and raise train.accum_steps to keep the tokens per update"
+    )
+
+
 def mark_updated(optimizer: torch.optim.Optimizer) -> None:
     """Bump the version counter of every parameter ``optimizer`` updates.
 
@@ -79,10 +112,13 @@ def accumulate_gradients(
     label_smoothing: float = 0.0,
     autocast: Callable[[], contextlib.AbstractContextManager] = contextlib.nullcontext,
     scaler: torch.amp.GradScaler | None = None,
+    step: int = 0,
 ) -> tuple[Tensor, Tensor, int]:
     """Backward ℓ_i · W / N for every microbatch (see module doc); ``.grad`` must be zero.
 
     Returns this rank's (Σ ℓ_i, Σ nll_i) as 0-d fp32 tensors (no host sync) and the global N.
+    Running out of memory in a microbatch raises ``OutOfMemory`` naming it (``step``: the
+    update's number, for the message).
     """
     if not microbatches:
         raise ValueError("accumulate_gradients needs at least one microbatch")
@@ -101,11 +137,16 @@ def accumulate_gradients(
     for i, batch in enumerate(microbatches):
         # Gradients are all-reduced once, after the last microbatch (DDP no_sync).
         sync = contextlib.nullcontext() if i == last or not dist.enabled else model.no_sync()
-        with sync:
-            with autocast():
-                out = task.loss(model, batch, label_smoothing)
-            loss = out.loss_sum.float() * scale  # () fp32
-            (scaler.scale(loss) if scaler is not None else loss).backward()
+        try:
+            with sync:
+                with autocast():
+                    out = task.loss(model, batch, label_smoothing)
+                loss = out.loss_sum.float() * scale  # () fp32
+                (scaler.scale(loss) if scaler is not None else loss).backward()
+        except (RuntimeError, MemoryError) as exc:
+            if not _is_out_of_memory(exc):
+                raise
+            raise out_of_memory(exc, batch, device, step) from exc
         loss_sum += out.loss_sum.detach().float()
         nll_sum += out.nll_sum.detach().float()
     return loss_sum, nll_sum, N

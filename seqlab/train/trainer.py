@@ -303,6 +303,7 @@ class Trainer:
             label_smoothing=t.label_smoothing,
             autocast=self._autocast,
             scaler=self.scaler if self.scaler.is_enabled() else None,
+            step=self.step + 1,
         )
         if self.budget_fit is not None:  # before lr(step + 2) is set
             self.budget_fit.check(self.step, self.elapsed)
