@@ -165,16 +165,20 @@ def _cmd_config(args: argparse.Namespace) -> int:
     import yaml
 
     from seqlab import api
+    from seqlab.cli.preflight import preflight
 
     config, overrides = _split_config(args.items, f"config {args.action}")
     cfg = api.resolve_config(config, overrides)
     if args.action == "show":
         print(yaml.safe_dump(cfg.to_dict(), sort_keys=False), end="")
     else:
+        checked = preflight(cfg, _data_dir(args) or api.default_data_dir())
         print(
             f"ok: {config} — task {cfg.task}, model {cfg.model}, schedule {cfg.schedule}, "
             f"train.max_steps {cfg.train.max_steps}"
         )
+        for line in checked:
+            print(f"  {line}")
     return 0
 
 
@@ -240,7 +244,11 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--out", help="output checkpoint directory")
     p.set_defaults(func=_cmd_average)
 
-    p = sub.add_parser("config", help="show or validate a resolved config")
+    p = sub.add_parser(
+        "config",
+        help="show a resolved config, or validate it: types, device, precision, input files",
+    )
     p.add_argument("action", choices=["show", "validate"])
     p.add_argument("items", nargs="*", metavar="CONFIG [key=value ...]")
+    p.add_argument("--data-dir", help="where validate looks for relative input files")
     p.set_defaults(func=_cmd_config)

@@ -67,6 +67,37 @@ def test_config_validate(capsys, preset):
     assert err.startswith("seqlab: error: ") and "'fp64' is not one of" in err
 
 
+def test_config_validate_checks_the_device_precision_and_every_input_file(capsys, tmp_path, preset):
+    from tests.tasks.test_copy_translation import _pairs, _write
+
+    files = _write(tmp_path, "train", _pairs(5, 0)) | _write(tmp_path, "valid", _pairs(5, 1))
+    cfg = yaml.safe_load(preset.read_text(encoding="utf-8"))
+    cfg["task"] = {"name": "copy_translation", "data": "files", **files}
+    cfg["model"] = {"name": "pointer_generator"}
+    good = tmp_path / "pg.yaml"
+    good.write_text(yaml.safe_dump(cfg), encoding="utf-8")
+    assert main(["config", "validate", str(good)]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[1] == "  device cpu (auto), precision fp32 (fp32)"
+    assert f"  task.train_src: {files['train_src']}" in out and len(out) == 6
+    # a relative path is looked up under --data-dir too, as the tasks do
+    rel = ["task.valid_tgt=valid.en", "--data-dir", str(tmp_path)]
+    assert main(["config", "validate", str(good), *rel]) == 0
+    assert f"  task.valid_tgt: {tmp_path / 'valid.en'}" in capsys.readouterr().out
+    bad = ["task.train_src=missing.de", "task.tgt_embeddings_path=/no/vec.txt"]
+    assert main(["config", "validate", str(good), *bad, "--data-dir", str(tmp_path)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1, err
+    assert (
+        f"task.train_src: missing.de does not exist (nor under the data folder {tmp_path})"
+        in err[0]
+    )
+    assert "task.tgt_embeddings_path: /no/vec.txt does not exist — fix the path" in err[0]
+    assert err[0].count("does not exist") == 2
+    assert main(["config", "validate", str(preset), "train.precision=fp16"]) == 2
+    assert "precision=fp16 is not supported on CPU" in capsys.readouterr().err
+
+
 def test_train_resume_and_evaluate(tmp_path, capsys, preset):
     run = tmp_path / "run"
     assert main(["train", str(preset), "--run-dir", str(run), "train.valid_every=2"]) == 0

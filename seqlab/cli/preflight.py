@@ -1,0 +1,69 @@
+"""``seqlab config validate``'s checks beyond the types: what ``seqlab train`` would find
+wrong before its first step, found without loading any data (USER-NEEDS §17, §18).
+
+- the device (``train.device``; ``auto`` = CUDA when available, else the CPU) and the
+  precision on it (``train.precision``, ``auto`` resolved as training resolves it: bf16
+  on a CPU with avx512_bf16 / amx_bf16, fp16 or bf16 on CUDA …);
+- every input file or folder the task and ``train.init_from`` name: present as given,
+  or under the data folder (``--data-dir``, default ``../shared/data``), as the tasks
+  look them up. Output folders (``task.cache_dir``) are not inputs.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+from typing import Any
+
+from seqlab.errors import SeqlabError
+
+__all__ = ["input_paths", "preflight"]
+
+# task fields that are output folders, not inputs, though their names end like one
+_OUTPUTS = frozenset({"cache_dir"})
+
+
+def _is_input(name: str) -> bool:
+    return name not in _OUTPUTS and (
+        name == "path"
+        or name.endswith(("_path", "_src", "_tgt"))
+        or name in ("init_lm", "distill_tgt")
+    )
+
+
+def input_paths(cfg: Any) -> list[tuple[str, str]]:
+    """``(config key, path)`` of every input file the run names (unset ones skipped)."""
+    found = []
+    if dataclasses.is_dataclass(cfg.task_cfg):
+        for f in dataclasses.fields(cfg.task_cfg):
+            value = getattr(cfg.task_cfg, f.name)
+            if isinstance(value, str) and _is_input(f.name):
+                found.append((f"task.{f.name}", value))
+    if cfg.train.init_from:
+        found.append(("train.init_from", cfg.train.init_from))
+    return found
+
+
+def preflight(cfg: Any, data_dir: Path | None) -> list[str]:
+    """The checks above; lines to print when all pass, else a ``SeqlabError`` naming
+    every problem."""
+    from seqlab.train.distributed import resolve_device
+    from seqlab.train.precision import resolve_precision
+
+    device = resolve_device(cfg.train.device)
+    precision = resolve_precision(cfg.train.precision, device)
+    lines = [f"device {device} ({cfg.train.device}), precision {precision} ({cfg.train.precision})"]
+    missing = []
+    for key, value in input_paths(cfg):
+        path = Path(value).expanduser()
+        inside = data_dir / path if data_dir is not None and not path.is_absolute() else None
+        if path.exists() or (inside is not None and inside.exists()):
+            lines.append(f"{key}: {inside if not path.exists() else path}")
+        else:
+            where = f" (nor under the data folder {data_dir})" if inside is not None else ""
+            missing.append(f"{key}: {value} does not exist{where}")
+    if missing:
+        raise SeqlabError(
+            "; ".join(missing) + " — fix the path, or pass --data-dir where the files are"
+        )
+    return lines
