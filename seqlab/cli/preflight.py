@@ -47,6 +47,7 @@ def input_paths(cfg: Any) -> list[tuple[str, str]]:
 def preflight(cfg: Any, data_dir: Path | None) -> list[str]:
     """The checks above; lines to print when all pass, else a ``SeqlabError`` naming
     every problem."""
+    from seqlab.data.readers import resolve_path
     from seqlab.train.distributed import resolve_device
     from seqlab.train.precision import resolve_precision
 
@@ -55,12 +56,12 @@ def preflight(cfg: Any, data_dir: Path | None) -> list[str]:
     lines = [f"device {device} ({cfg.train.device}), precision {precision} ({cfg.train.precision})"]
     missing = []
     for key, value in input_paths(cfg):
-        path = Path(value).expanduser()
-        inside = data_dir / path if data_dir is not None and not path.is_absolute() else None
-        if path.exists() or (inside is not None and inside.exists()):
-            lines.append(f"{key}: {inside if not path.exists() else path}")
+        path = resolve_path(value, data_dir)
+        if path.exists():
+            lines.append(f"{key}: {path}")
         else:
-            where = f" (nor under the data folder {data_dir})" if inside is not None else ""
+            looked = data_dir is not None and not path.is_absolute()
+            where = f" (nor under the data folder {data_dir})" if looked else ""
             missing.append(f"{key}: {value} does not exist{where}")
     if missing:
         raise SeqlabError(

@@ -37,6 +37,7 @@ __all__ = [
     "read_parallel",
     "read_polarity",
     "read_word_stream",
+    "resolve_path",
 ]
 
 log = logging.getLogger("seqlab.data")
@@ -45,6 +46,17 @@ Sentence = dict[str, list[str]]
 """One CoNLL sentence: column name → one value per token, ``{"token": [...], "ner": [...]}``."""
 
 _SHOW = 5  # how many offending line numbers a message lists
+
+
+def resolve_path(name: str, data_dir: str | Path | None) -> Path:
+    """A configured input file: as given (``~`` expanded) when it exists, else under the data
+    folder when it is there, else as given (so the reader's "not found" names it)."""
+    path = Path(name).expanduser()
+    if not path.exists() and not path.is_absolute() and data_dir is not None:
+        inside = Path(data_dir) / path
+        if inside.exists():
+            return inside
+    return path
 
 
 def _read_bytes(path: str | Path) -> bytes:

@@ -41,12 +41,12 @@ from seqlab.config import ConfigError
 from seqlab.data.char_ngrams import gram_ids, pad_gram_ids
 from seqlab.data.collate import pad_batch
 from seqlab.data.mr import cv_split, holdout, locate_mr, read_label_tsv, read_mr
+from seqlab.data.readers import resolve_path
 from seqlab.data.vocab import PAD_ID, UNK_ID, Vocab
 from seqlab.errors import DataError, SeqlabError
 from seqlab.nn.masks import padding_mask
 from seqlab.registry import TASKS
 from seqlab.tasks.base import LossOutput, Task
-from seqlab.tasks.pretrained_embeddings import resolve_path
 
 __all__ = ["ClassBatch", "ClassificationTask", "ClassifyConfig", "clean_str"]
 

@@ -257,7 +257,8 @@ class CopyTranslationTask(Task):
         """At the start of a run, the configured word vectors into the word embeddings."""
         if not self._fresh:
             return
-        from seqlab.tasks.pretrained_embeddings import load_vectors, resolve_path
+        from seqlab.data.readers import resolve_path
+        from seqlab.tasks.pretrained_embeddings import load_vectors
 
         for side, vocab in (("src", self.src_vocab), ("tgt", self.tgt_vocab)):
             name = getattr(self.cfg, f"{side}_embeddings_path")

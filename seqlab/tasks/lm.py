@@ -198,7 +198,8 @@ class LMTask(LMInference, Task):
     def init_model(self, model: nn.Module) -> None:
         """At the start of a run, ``embeddings_path``'s vectors into the token embedding."""
         if self._fresh and self.cfg.embeddings_path is not None:
-            from seqlab.tasks.pretrained_embeddings import load_vectors, resolve_path
+            from seqlab.data.readers import resolve_path
+            from seqlab.tasks.pretrained_embeddings import load_vectors
 
             assert isinstance(self.tokenizer, WordTokenizer)
             path = resolve_path(self.cfg.embeddings_path, self.data_dir)

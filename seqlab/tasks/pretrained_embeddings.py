@@ -22,17 +22,7 @@ from seqlab.data.vocab import Vocab
 
 log = logging.getLogger(__name__)
 
-__all__ = ["load_vectors", "resolve_path"]
-
-
-def resolve_path(name: str, data_dir: str | Path | None) -> Path:
-    """A configured vectors file: as given, else under the data folder when it is there."""
-    path = Path(name).expanduser()
-    if not path.exists() and not path.is_absolute() and data_dir is not None:
-        inside = Path(data_dir) / path
-        if inside.exists():
-            return inside
-    return path
+__all__ = ["load_vectors"]
 
 
 def load_vectors(
