@@ -52,7 +52,7 @@ from seqlab.data.oov import (
     make_copy_example,
     source_inputs,
 )
-from seqlab.data.readers import read_parallel
+from seqlab.data.readers import read_parallel, resolve_path
 from seqlab.data.vocab import BOS_ID, PAD_ID, UNK, Vocab
 from seqlab.data.word_stats import N_WORD_STATS, WordStats
 from seqlab.errors import DataError, SeqlabError
@@ -136,7 +136,11 @@ class CopyTranslationTask(Task):
                 "valid": (cfg.valid_src, cfg.valid_tgt),
                 "test": (cfg.test_src, cfg.test_tgt),
             }
-            return {k: (Path(s), Path(t)) for k, (s, t) in named.items() if s is not None}
+            return {
+                k: (resolve_path(s, self.data_dir), resolve_path(t, self.data_dir))
+                for k, (s, t) in named.items()
+                if s is not None
+            }
         folder = locate_multi30k(self.data_dir, langs=(cfg.src_lang, cfg.tgt_lang))
         names = {**_MULTI30K, "test": cfg.test_split}
         return {
@@ -257,7 +261,6 @@ class CopyTranslationTask(Task):
         """At the start of a run, the configured word vectors into the word embeddings."""
         if not self._fresh:
             return
-        from seqlab.data.readers import resolve_path
         from seqlab.tasks.pretrained_embeddings import load_vectors
 
         for side, vocab in (("src", self.src_vocab), ("tgt", self.tgt_vocab)):

@@ -38,6 +38,7 @@ from seqlab.data.lm_corpus import (
     read_text_corpus,
     read_tiny_shakespeare,
 )
+from seqlab.data.readers import resolve_path
 from seqlab.data.tokenizers import CharTokenizer, Tokenizer, WordTokenizer
 from seqlab.data.vocab import PAD_ID, Vocab
 from seqlab.errors import DataError
@@ -165,7 +166,10 @@ class LMTask(LMInference, Task):
                 )
             else:
                 self._corpus = read_text_corpus(
-                    cfg.path, cfg.level, cfg.valid_fraction, cfg.test_fraction
+                    resolve_path(cfg.path, self.data_dir),
+                    cfg.level,
+                    cfg.valid_fraction,
+                    cfg.test_fraction,
                 )
         return self._corpus
 
@@ -198,7 +202,6 @@ class LMTask(LMInference, Task):
     def init_model(self, model: nn.Module) -> None:
         """At the start of a run, ``embeddings_path``'s vectors into the token embedding."""
         if self._fresh and self.cfg.embeddings_path is not None:
-            from seqlab.data.readers import resolve_path
             from seqlab.tasks.pretrained_embeddings import load_vectors
 
             assert isinstance(self.tokenizer, WordTokenizer)

@@ -44,6 +44,7 @@ from seqlab.data.conll import (
     read_conll,
 )
 from seqlab.data.embedding_corpus import corpus_spelling
+from seqlab.data.readers import resolve_path
 from seqlab.data.vocab import PAD_ID, SPECIALS, UNK_ID, Vocab
 from seqlab.errors import DataError, SeqlabError
 from seqlab.nn.masks import padding_mask
@@ -157,7 +158,7 @@ class TaggingTask(Task):
         cfg = self.cfg
         if cfg.data == "files":
             paths = {"train": cfg.train_path, "valid": cfg.valid_path, "test": cfg.test_path}
-            return {k: Path(v) for k, v in paths.items() if v is not None}
+            return {k: resolve_path(v, self.data_dir) for k, v in paths.items() if v is not None}
         folder = locate_conll2003(self.data_dir)
         return {split: folder / name for split, name in CONLL2003_FILES.items()}
 
@@ -176,7 +177,7 @@ class TaggingTask(Task):
         if self.cfg.embeddings_path is not None:
             from seqlab.data.word_vectors_io import load_word2vec_text  # lazy
 
-            vectors = load_word2vec_text(self.cfg.embeddings_path)
+            vectors = load_word2vec_text(resolve_path(self.cfg.embeddings_path, self.data_dir))
             if self.cfg.embeddings_vocab == "extend":
                 self._extend_vocabulary(vectors.words)
             self._word_init = self._make_word_init(vectors)

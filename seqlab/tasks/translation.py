@@ -37,7 +37,7 @@ from torch import nn
 from seqlab.data.collate import Seq2SeqBatch, collate_seq2seq
 from seqlab.data.lazy import LazySplits
 from seqlab.data.multi30k import locate_multi30k
-from seqlab.data.readers import read_parallel
+from seqlab.data.readers import read_parallel, resolve_path
 from seqlab.data.spm import SentencePieceTokenizer
 from seqlab.data.tokenizers import Tokenizer
 from seqlab.data.vocab import BOS_ID, EOS_ID, PAD_ID
@@ -189,7 +189,10 @@ class TranslationTask(Task):
         cfg = self.cfg
         if cfg.data == "files":
             return {
-                k: (Path(getattr(cfg, f"{k}_src")), Path(getattr(cfg, f"{k}_tgt")))
+                k: (
+                    resolve_path(getattr(cfg, f"{k}_src"), self.data_dir),
+                    resolve_path(getattr(cfg, f"{k}_tgt"), self.data_dir),
+                )
                 for k in self._split_names()
             }
         folder = locate_multi30k(self.data_dir, langs=(cfg.src_lang, cfg.tgt_lang))

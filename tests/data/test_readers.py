@@ -405,3 +405,20 @@ def test_real_word_similarity_and_analogy_files():
     assert len(simlex) == 1000 and not any(line.endswith("\r") for line in simlex)
     ws = read_lines(SHARED_DATA / "wordsim353" / "combined.tab")
     assert len(ws) == 354 and ws[1].split("\t") == ["love", "sex", "6.77"]
+
+
+def test_a_configured_file_is_taken_as_given_else_under_the_data_folder(tmp_path, monkeypatch):
+    from seqlab.data.readers import resolve_path
+
+    data, here = tmp_path / "data", tmp_path / "here"
+    (data / "sub").mkdir(parents=True)
+    here.mkdir()
+    monkeypatch.chdir(here)
+    (data / "sub" / "a.txt").write_text("x\n", encoding="utf-8")
+    assert resolve_path("sub/a.txt", data) == data / "sub" / "a.txt"  # only under the folder
+    (here / "sub").mkdir()
+    (here / "sub" / "a.txt").write_text("y\n", encoding="utf-8")
+    assert resolve_path("sub/a.txt", data) == Path("sub/a.txt")  # as given wins
+    assert resolve_path("nowhere.txt", data) == Path("nowhere.txt")  # the reader names it
+    assert resolve_path(str(tmp_path / "abs.txt"), data) == tmp_path / "abs.txt"
+    assert resolve_path("sub/b.txt", None) == Path("sub/b.txt")
