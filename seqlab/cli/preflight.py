@@ -4,9 +4,10 @@ wrong before its first step, found without loading any data (USER-NEEDS §17, §
 - the device (``train.device``; ``auto`` = CUDA when available, else the CPU) and the
   precision on it (``train.precision``, ``auto`` resolved as training resolves it: bf16
   on a CPU with avx512_bf16 / amx_bf16, fp16 or bf16 on CUDA …);
-- every input file or folder the task and ``train.init_from`` name: present as given,
-  or under the data folder (``--data-dir``, default ``../shared/data``), as the tasks
-  look them up. Output folders (``task.cache_dir``) are not inputs.
+- every input file or folder the task names: present as given, or under the data folder
+  (``--data-dir``, default ``../shared/data``), as the tasks look them up; and the run
+  folder or checkpoint of ``train.init_from``, as given. Output folders
+  (``task.cache_dir``) are not inputs.
 """
 
 from __future__ import annotations
@@ -56,11 +57,12 @@ def preflight(cfg: Any, data_dir: Path | None) -> list[str]:
     lines = [f"device {device} ({cfg.train.device}), precision {precision} ({cfg.train.precision})"]
     missing = []
     for key, value in input_paths(cfg):
-        path = resolve_path(value, data_dir)
+        # the tasks look under the data folder; a warm start's run folder is taken as given
+        path = resolve_path(value, data_dir if key.startswith("task.") else None)
         if path.exists():
             lines.append(f"{key}: {path}")
         else:
-            looked = data_dir is not None and not path.is_absolute()
+            looked = data_dir is not None and not path.is_absolute() and key.startswith("task.")
             where = f" (nor under the data folder {data_dir})" if looked else ""
             missing.append(f"{key}: {value} does not exist{where}")
     if missing:

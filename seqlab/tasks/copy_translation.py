@@ -183,7 +183,9 @@ class CopyTranslationTask(Task):
             self.stats = WordStats.build(src, tgt) if cfg.src_word_stats else None
         if cfg.distill_tgt is not None:  # after the vocabularies: they stay the references'
             (src, refs), ref_text = self.words["train"], self.refs["train"]
-            tgt = read_distilled(cfg.distill_tgt, n_raw_train, tokenize)[: len(src)]
+            tgt = read_distilled(
+                resolve_path(cfg.distill_tgt, self.data_dir), n_raw_train, tokenize
+            )[: len(src)]
             self.words["train"] = (src, tgt)
             self.refs["train"] = [detokenize(t) for t in tgt]
             if cfg.distill_with_refs:  # both: the N distilled pairs, then the N references
