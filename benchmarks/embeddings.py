@@ -10,8 +10,8 @@ for at most ``--minutes`` of wall-clock time (PPMI-SVD is one-shot), its vectors
 (3CosAdd, accuracy over covered questions; coverage), SimLex-999 and WordSim-353
 (Spearman ρ; coverage). The table and nearest neighbours of a few probe words go to
 stdout and replace the section ``## Word embeddings`` of ``--out`` (other sections kept).
-A t-SNE map of ``TSNE_WORDS`` (seven groups of five words) per method goes to
-``<figures-dir>/embeddings-tsne-<method>.png`` and is linked from the section.
+A t-SNE map of ``TSNE_WORDS`` (seven groups of five words, a colour each) per method goes
+to ``<figures-dir>/embeddings-tsne-<method>.png`` and is linked from the section.
 Target (issue 5): skip-gram and GloVe each beat PPMI-SVD on WordSim-353 ρ.
 """
 
@@ -41,15 +41,16 @@ EPOCH_CAP = {"sgns": 40, "glove": 200, "ppmi": 1}  # the time budget is meant to
 PROBES = ("money", "city", "good", "dog", "president")
 # Seven groups of five words, all frequent in the corpus, for the t-SNE maps: a method
 # whose vectors carry meaning puts each group together.
-TSNE_WORDS = (
-    *("one", "two", "three", "four", "five"),
-    *("man", "woman", "boy", "girl", "child"),
-    *("dog", "horse", "cat", "bird", "cow"),
-    *("red", "blue", "green", "white", "black"),
-    *("money", "bank", "stock", "market", "price"),
-    *("run", "walk", "jump", "ride", "climb"),
-    *("good", "bad", "great", "funny", "boring"),
-)
+TSNE_GROUPS = {
+    "numbers": ("one", "two", "three", "four", "five"),
+    "people": ("man", "woman", "boy", "girl", "child"),
+    "animals": ("dog", "horse", "cat", "bird", "cow"),
+    "colours": ("red", "blue", "green", "white", "black"),
+    "finance": ("money", "bank", "stock", "market", "price"),
+    "motion": ("run", "walk", "jump", "ride", "climb"),
+    "judgements": ("good", "bad", "great", "funny", "boring"),
+}
+TSNE_WORDS = tuple(w for ws in TSNE_GROUPS.values() for w in ws)
 
 
 @dataclass
@@ -100,7 +101,10 @@ def run_method(
 def add_tsne_map(row: Row, vectors: WordVectors, figures_dir: Path, seed: int = 0) -> None:
     """Write the t-SNE map of ``TSNE_WORDS`` for ``row``'s method and record it in ``row``."""
     row.figure = figures_dir / f"embeddings-tsne-{row.method}.png"
-    row.figure_words = len(tsne_plot(vectors, list(TSNE_WORDS), row.figure, seed=seed))
+    groups = [g for g, ws in TSNE_GROUPS.items() for _ in ws]
+    row.figure_words = len(
+        tsne_plot(vectors, list(TSNE_WORDS), row.figure, seed=seed, groups=groups)
+    )
 
 
 def format_figures(rows: list[Row], out_dir: Path) -> list[str]:

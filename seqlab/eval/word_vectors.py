@@ -15,6 +15,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
@@ -237,15 +238,21 @@ def tsne_plot(
     *,
     seed: int = 0,
     perplexity: float | None = None,
+    groups: Sequence[str] | None = None,
 ) -> list[str]:
     """Save a 2-D t-SNE map (cosine metric) of ``words`` found in ``wv`` as a PNG; return
-    the words plotted. Perplexity defaults to min(30, (n − 1) / 3) (it must be < n)."""
+    the words plotted. Perplexity defaults to min(30, (n − 1) / 3) (it must be < n).
+    ``groups``: a label per word (same length as ``words``); each group gets its own
+    colour and a legend entry."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
     from sklearn.manifold import TSNE
 
+    if groups is not None and len(groups) != len(words):
+        raise ValueError(f"groups has {len(groups)} labels for {len(words)} words")
+    group_of = dict(zip(words, groups)) if groups is not None else {}
     found = [w for w in dict.fromkeys(words) if w in wv]
     if len(found) < 3:
         raise DataError(
@@ -255,7 +262,13 @@ def tsne_plot(
     p = perplexity if perplexity is not None else min(30.0, (len(found) - 1) / 3)
     Y = TSNE(2, perplexity=p, metric="cosine", init="pca", random_state=seed).fit_transform(X)
     fig, ax = plt.subplots(figsize=(8, 8))
-    ax.scatter(Y[:, 0], Y[:, 1], s=12)
+    if group_of:
+        for g in dict.fromkeys(group_of[w] for w in found):
+            rows = [i for i, w in enumerate(found) if group_of[w] == g]
+            ax.scatter(Y[rows, 0], Y[rows, 1], s=16, label=g)
+        ax.legend(loc="best", fontsize=8)
+    else:
+        ax.scatter(Y[:, 0], Y[:, 1], s=12)
     for w, (x, y) in zip(found, Y):
         ax.annotate(w, (x, y), fontsize=9, xytext=(2, 2), textcoords="offset points")
     ax.set_title(f"t-SNE of {len(found)} word vectors (perplexity {p:.1f})")

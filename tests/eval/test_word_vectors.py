@@ -126,3 +126,24 @@ def test_tsne_writes_a_png(tmp_path):
     plotted = tsne_plot(wv, ["w0", "w1", "w2", "w3", "w4", "w5", "nope"], out)
     assert plotted == ["w0", "w1", "w2", "w3", "w4", "w5"]
     assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_tsne_colours_groups_and_refuses_a_label_count_that_does_not_match(tmp_path, monkeypatch):
+    import matplotlib.axes
+
+    g = torch.Generator().manual_seed(0)
+    wv = WordVectors([f"w{i}" for i in range(8)], torch.randn(8, 6, generator=g))
+    words, groups = ["w0", "w1", "w2", "nope", "w4", "w5"], ["a", "a", "b", "b", "c", "c"]
+    labels = []
+    real = matplotlib.axes.Axes.scatter
+    monkeypatch.setattr(
+        matplotlib.axes.Axes,
+        "scatter",
+        lambda self, x, y, **kw: labels.append((kw.get("label"), len(x))) or real(self, x, y, **kw),
+    )
+    assert tsne_plot(wv, words, tmp_path / "map.png", groups=groups) == [
+        w for w in words if w != "nope"
+    ]
+    assert labels == [("a", 2), ("b", 1), ("c", 2)]  # one scatter (colour, legend entry) a group
+    with pytest.raises(ValueError, match="groups has 2 labels for 6 words"):
+        tsne_plot(wv, words, tmp_path / "x.png", groups=["a", "b"])
