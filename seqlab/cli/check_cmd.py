@@ -95,11 +95,9 @@ def _algorithmic(loaded: Any, args: argparse.Namespace, dtype: Any) -> tuple[lis
         n = task.cfg.n_symbols
         sources = []
         for i, line in enumerate(read_lines(args.src)[: args.sentences], 1):
-            try:
-                symbols = [int(x) for x in line.split()]
-            except ValueError:
-                symbols = [-1]
-            if not symbols or not all(0 <= x < n for x in symbols):
+            words = line.split()
+            symbols = [int(x) for x in words if x.isascii() and x.isdigit()]
+            if not words or len(symbols) != len(words) or not all(x < n for x in symbols):
                 raise SeqlabError(
                     f"{args.src}:{i}: expected symbols 0 … {n - 1} separated by spaces "
                     f"(this run's task.n_symbols = {n}), got {line.strip()!r}"
@@ -272,9 +270,8 @@ def _cmd_check(args: argparse.Namespace) -> int:
     if loaded.config.task not in kinds:
         raise SeqlabError(
             f"{loaded.checkpoint}: seqlab check runs on translation, language-model, "
-            f"classification, tagging and algorithmic runs (task: {', '.join(kinds)}); this "
-            f"run's task "
-            f"is '{loaded.config.task}'"
+            f"classification, tagging and algorithmic runs (task: {', '.join(kinds)}); "
+            f"this run's task is '{loaded.config.task}'"
         )
     if args.exported and loaded.config.task not in ("translation", "copy_translation", "lm"):
         raise SeqlabError(
