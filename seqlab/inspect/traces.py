@@ -61,6 +61,7 @@ AXES = {
     "gate": ("target",),
     "pointer": ("target", "input"),
     "log_p": ("target",),
+    "self_attention": ("layer", "head", "target", "input"),
     "alpha": ("target", "region"),
     "beta": ("target",),
     "image": ("y", "x", "rgb"),
@@ -73,6 +74,8 @@ MEANING = {
     "gate": "g_t (Merity et al. 2016, eq. 5): the sentinel's share; p = g·p_vocab + Σ a_i",
     "pointer": "a_ti: pointer weight on input i (i <= t, in the window); Σ_i a_ti = 1 − g_t",
     "log_p": "ln p(target_t | inputs 0 … t)",
+    "self_attention": "α^l_h[t, i] (Vaswani et al. 2017, §3.2.3): weight of input i when "
+    "layer l, head h computes position t; 0 for i > t; rows sum to 1",
     "alpha": "α_ti (Xu et al. 2015): weight of region i = cell (i // w, i % w) of info.grid "
     "when emitting word t; rows sum to 1",
     "beta": "gate β_t = σ(f_β(h_{t−1})) in [0, 1] scaling the context",
@@ -141,8 +144,9 @@ def _lm(loaded: Any, inputs: Sequence[Any], base: dict, **_: Any) -> list[Trace]
         tokens = {"input": out["input"], "target": out["target"]}
         info = {"text": text, "log_prob": float(out["log_p"].double().sum())}
         record = Trace("lm", tokens=tokens, info=info, **base)
-        for name in ("gate", "pointer", "log_p"):
-            record.add(name, out[name], AXES[name], MEANING[name])
+        for name in ("gate", "pointer", "log_p", "self_attention"):
+            if name in out:
+                record.add(name, out[name], AXES[name], MEANING[name])
         records.append(record)
     return records
 
@@ -255,6 +259,17 @@ def plot_trace(record: Trace, stem: str | Path) -> list[Path]:
             caption="coverage c^t = Σ_{t'<t} a^{t'}, scaled to its maximum", vmax=None,
         )  # fmt: skip
         return [att, cov]
+    if record.kind == "lm" and "self_attention" in a:
+        return [
+            plot_attention(
+                torch.from_numpy(a["self_attention"]),
+                tok["input"],
+                tok["target"],
+                _png(stem),
+                title,
+                caption="masked self-attention α (rows sum to 1); row: the token predicted",
+            )  # fmt: skip
+        ]
     if record.kind == "lm":
         rows = [f"{w} (g {g:.2f})" for w, g in zip(tok["target"], a["gate"])]
         return [

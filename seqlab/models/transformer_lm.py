@@ -196,6 +196,22 @@ class TransformerLM(nn.Module):
         E = self.embed.weight if self.cfg.tie_output else None  # (V, D) when tied
         return LMOutput(self.head(h, E), new_state)  # (B, T, V)
 
+    @torch.no_grad()
+    def attention_maps(self, x: Tensor) -> Tensor:
+        """The masked self-attention weights of every layer and head for the tokens x
+        (B, T), read from the start (no cache): α^l_h[t, i] = softmax_i(q_t·k_i / √d_k)
+        over i ≤ t (Vaswani §3.2.3), through the layers' readable attention path.
+        Returns (L, B, H, T, T); each row sums to 1 and is 0 above the diagonal."""
+        T = x.size(1)
+        self._check_length(0, T)
+        h = self.pos(self.embed(x), offset=0)  # (B, T, D)
+        mask = causal_mask(T, T, x.device)  # (T, T)
+        maps = []
+        for layer in self.layers:
+            h, alpha = layer(h, mask, need_weights=True)  # (B, T, D), (B, H, T, T)
+            maps.append(alpha)
+        return torch.stack(maps)  # (L, B, H, T, T)
+
     def step(
         self, x: Tensor, state: TransformerLMState | None
     ) -> tuple[Tensor, TransformerLMState]:

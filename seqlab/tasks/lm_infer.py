@@ -212,42 +212,53 @@ class LMInference:
 
     @torch.no_grad()
     def explain(self, model: nn.Module, text: str) -> dict[str, Any]:
-        """What a pointer-mixing LM computed for each token of ``text`` (read after the
-        boundary, as :meth:`score`): the sentinel gate g and the pointer weights a_i over
-        the tokens read so far (Merity et al. 2016, eq. 4–7; ``extras`` of the forward).
+        """What the LM computed for each token of ``text`` (read after the boundary, as
+        :meth:`score`): ln p of each target, and what the model can show of how it chose.
+        A pointer-mixing LM: the sentinel gate g and the pointer weights a_i over the tokens
+        read so far (Merity et al. 2016, eq. 4–7; ``extras`` of the forward). A Transformer
+        LM: the masked self-attention of every layer and head (``attention_maps``).
 
         Returns {"input": pieces read (boundary first), "target": pieces predicted,
-        "log_p": (T,), "gate": g (T,), "pointer": a (T, T) (row t over the inputs 0 … t;
-        row sum = 1 − g_t)}. Raises SeqlabError for a model without a pointer gate.
+        "log_p": (T,)} and "gate": g (T,), "pointer": a (T, T) (row t over the inputs
+        0 … t; row sum = 1 − g_t), or "self_attention": (L, H, T, T) (row t over the
+        inputs 0 … t; row sum = 1). Raises SeqlabError for a model with neither.
         """
+        from seqlab.models.lm_ensemble import LMEnsemble
+
+        if isinstance(model, LMEnsemble):
+            raise SeqlabError(
+                "an ensemble of language models has no single pointer gate or attention to "
+                "explain: explain one run (without --ensemble)"
+            )
         ids, shown = self.sentence_ids(text)
         was_training = model.training
         model.eval()
         device = next(model.parameters()).device
         x = torch.tensor([[self.boundary_id(), *ids[:-1]]], dtype=torch.long, device=device)
+        maps = getattr(model, "attention_maps", None)
         try:
             out = model(x, None)  # logits (1, T, V)
+            attention = maps(x)[:, 0] if maps is not None else None  # (L, H, T, T)
         finally:
             model.train(was_training)
-        from seqlab.models.lm_ensemble import LMEnsemble
-
-        if isinstance(model, LMEnsemble):
+        pointer = "gate" in out.extras and "pointer" in out.extras
+        if not pointer and attention is None:
             raise SeqlabError(
-                "an ensemble of language models has no single pointer gate to explain: "
-                "explain one run (without --ensemble)"
-            )
-        if "gate" not in out.extras or "pointer" not in out.extras:
-            raise SeqlabError(
-                f"{type(model).__name__} has no pointer gate to explain (a pointer_sentinel "
-                "model has one); use score for per-token probabilities"
+                f"{type(model).__name__} has no pointer gate or attention to explain "
+                "(pointer_sentinel and transformer_lm models have); use score for per-token "
+                "probabilities"
             )
         T = x.shape[1]
         log_p = torch.log_softmax(out.logits[0].float(), dim=-1)  # (T, V)
         boundary = self.tokenizer.vocab.id_to_token(self.boundary_id())
-        return {
+        explained: dict[str, Any] = {
             "input": [boundary, *shown[:-1]],
             "target": shown,
             "log_p": log_p.gather(1, torch.tensor(ids, device=device)[:, None])[:, 0].cpu(),
-            "gate": out.extras["gate"][0].float().cpu(),  # (T,)
-            "pointer": out.extras["pointer"][0, :, -T:].float().cpu(),  # (T, T) this text only
         }
+        if pointer:
+            explained["gate"] = out.extras["gate"][0].float().cpu()  # (T,)
+            explained["pointer"] = out.extras["pointer"][0, :, -T:].float().cpu()  # (T, T)
+        if attention is not None:
+            explained["self_attention"] = attention.float().cpu()  # (L, H, T, T)
+        return explained

@@ -20,7 +20,7 @@ from seqlab.errors import SeqlabError
 from seqlab.inspect.trace_format import Trace, TraceError, read_trace, write_trace
 from seqlab.inspect.traces import plot_trace, save, trace
 from tests.cli.test_lm_cli import TEXT
-from tests.serve.runs import lm_run, translation_run
+from tests.serve.runs import keeping_threads, lm_run, translation_run
 from tests.tasks import test_captioning_task as caption_tests
 from tests.tasks.test_copy_translation import _pairs as copy_pairs
 from tests.tasks.test_copy_translation import _write as copy_write
@@ -223,6 +223,30 @@ def test_pointer_sentinel_gate_and_pointer(lm_dir, tmp_path):
     assert plot_trace(back, tmp_path / "lm")[0].read_bytes()[:8] == PNG
 
 
+def test_transformer_lm_self_attention_of_every_layer_and_head(tmp_path):
+    """A Transformer LM's record holds α (L, H, T, T): causal, rows summing to 1, equal to
+    the model's ``attention_maps``; log_p equals ``score``; the heatmap is drawn from the
+    saved files alone. No gate or pointer for a model without one."""
+    model = {"name": "transformer_lm", "d_model": 16, "n_heads": 2, "d_ff": 32, "layers": 2,
+             "context": 16, "dropout": 0.0}  # fmt: skip
+    run = keeping_threads(lm_run, tmp_path, steps=3, model=model)
+    loaded = api.load(run)
+    text = "to be or not"
+    (record,) = trace(loaded, [text])
+    att = record.arrays["self_attention"]
+    T = len(text)  # one target per character; the inputs are the boundary and 11 of them
+    assert att.shape == (2, 2, T, T) and "gate" not in record.arrays
+    assert record.axes["self_attention"] == ("layer", "head", "target", "input")
+    np.testing.assert_allclose(att.sum(-1), 1.0, rtol=0, atol=1e-5)
+    assert (np.triu(att, 1) == 0).all()
+    x = torch.tensor([[loaded.task.boundary_id(), *loaded.task.sentence_ids(text)[0][:-1]]])
+    np.testing.assert_allclose(att, loaded.model.attention_maps(x)[:, 0].numpy(), atol=1e-6)
+    scored = [s.log_p for s in loaded.score(text).tokens]
+    np.testing.assert_allclose(record.arrays["log_p"], scored, rtol=0, atol=1e-5)
+    back = _round_trip(record, tmp_path / "tlm")
+    assert plot_trace(back, tmp_path / "tlm")[0].read_bytes()[:8] == PNG
+
+
 # ------------------------------------------------------------------ captioning
 
 
@@ -355,7 +379,7 @@ def test_cli_writes_records_and_heatmaps(copy_dir, ntm_dir, tmp_path, capsys):
         ("ntm", ["2", "--beam", "0"], "--beam must be >= 1"),
         ("copy", [], "give at least one non-empty text"),
         ("copy", [""], "give at least one non-empty text"),
-        ("gru_lm", ["to be"], "RNNLM has no pointer gate to explain"),
+        ("gru_lm", ["to be"], "RNNLM has no pointer gate or attention to explain"),
         ("none", ["a"], "no such run directory or checkpoint"),
     ],
 )

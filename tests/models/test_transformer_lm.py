@@ -8,6 +8,7 @@ from seqlab.config import from_dict, to_dict
 from seqlab.decode.state import reorder_state
 from seqlab.models.lm_common import prime, token_log_probs
 from seqlab.models.transformer_lm import TransformerLM, TransformerLMConfig
+from seqlab.nn.masks import causal_mask
 from seqlab.registry import MODELS
 from seqlab.tasks.base import token_cross_entropy
 
@@ -169,3 +170,29 @@ def test_it_learns_a_repeating_stream():
         mean.backward()
         opt.step()
     assert losses[-1] < 0.2 * losses[0]
+
+
+@pytest.mark.parametrize("kw", VARIANTS[:2])
+def test_attention_maps_are_the_masked_softmax_of_each_layer_by_hand(kw):
+    torch.manual_seed(0)
+    model, cfg = build(**kw)
+    model = model.double().eval()
+    x = tokens(B=2, T=7)
+    maps = model.attention_maps(x)  # (L, B, H, T, T)
+    L, H, T, dk = cfg.layers, cfg.n_heads, 7, cfg.d_model // cfg.n_heads
+    assert maps.shape == (L, 2, H, T, T)
+    torch.testing.assert_close(maps.sum(-1), torch.ones(L, 2, H, T, dtype=torch.float64))
+    assert float(maps.triu(1).abs().max()) == 0.0  # position t never reads i > t
+    # by hand, layer by layer: α = softmax(q kᵀ / √d_k) over i ≤ t on the layer's input
+    h = model.pos(model.embed(x), offset=0)  # (B, T, D)
+    future = torch.ones(T, T, dtype=torch.bool).triu(1)  # (T, T)
+    for layer_i, layer in enumerate(model.layers):
+        a_in = layer.norm1(h) if layer.norm_first else h  # (B, T, D)
+        mha = layer.self_attn
+        q = mha.W_q(a_in).view(2, T, H, dk).transpose(1, 2)  # (B, H, T, dk)
+        k = mha.W_k(a_in).view(2, T, H, dk).transpose(1, 2)  # (B, H, T, dk)
+        scores = (q @ k.transpose(-1, -2) / dk**0.5).masked_fill(future, float("-inf"))
+        torch.testing.assert_close(maps[layer_i], scores.softmax(-1), atol=1e-12, rtol=0)
+        h, _ = layer(h, causal_mask(T, T, x.device))  # the forward's own path to the next
+    with pytest.raises(ValueError, match="exceed the context"):
+        model.attention_maps(tokens(B=1, T=11))
