@@ -10,10 +10,10 @@ chunks so output streams). Output, one line per input: the best translation; wit
 log P / lp); with ``--json``, one JSON object per input: ``source``, ``hypotheses``,
 ``scores``, ``log_probs``, ``source_pieces``, ``target_pieces`` and ``attention`` (name →
 nested lists, layer × head × target × source, for the best hypothesis; null when the
-model exposes none). A pointer-generator (copy_translation) run translates to text only:
-one line per input, and ``--nbest``, ``--json`` and ``--plot`` are refused. The checkpoint
-is loaded with ``seqlab.load`` (its config and
-tokenizer travel inside it). :func:`print_file_scores` prints ``evaluate_files`` results.
+model exposes none). A pointer-generator (copy_translation) run gives the same, with its
+copy switch ``p_gen`` and the copied words beside the attention in ``--json``. The
+checkpoint is loaded with ``seqlab.load`` (its config and tokenizer travel inside it).
+:func:`print_file_scores` prints ``evaluate_files`` results.
 """
 
 from __future__ import annotations
@@ -143,7 +143,7 @@ def _cmd_translate(args: argparse.Namespace, stdin: TextIO | None = None) -> int
 
 def _refuse_what_the_task_cannot(args: argparse.Namespace, loaded: Any) -> None:
     """Flags the loaded task cannot honour, refused in one line each before decoding: more
-    hypotheses than its search keeps (``task.max_nbest``; the pointer-generator's: 1) and
+    hypotheses than its search keeps (a task's ``max_nbest``, where it has one) and
     ``--compile`` where its config has no compiled decoding (no ``test_compile``)."""
     name, most = loaded.config.task, getattr(loaded.task, "max_nbest", None)
     if most is not None and args.nbest > most:

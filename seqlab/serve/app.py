@@ -11,7 +11,7 @@ with a message naming the right one):
     GET  /health      {"status": "ok", "task", "model"}
     GET  /info        model, task, step, parameters, config, vocabulary sizes,
                       precision, limits, batching counters
-    POST /translate   translation, copy_translation (the pointer-generator: nbest 1, and
+    POST /translate   translation, copy_translation (the pointer-generator also gives
                       p_gen / copied per output word with "attention"): {"text", "beam",
                       "nbest", "length_penalty", "coverage_penalty", "attention"}
                       → {"translations": [one ``seqlab translate --json`` record per text]}
@@ -311,7 +311,7 @@ def create_app(loaded: Any, limits: Limits | None = None, precision: str = "fp32
 
         @app.post("/translate")
         async def translate(body: models.Translate) -> dict[str, Any]:
-            most = getattr(server.loaded.task, "max_nbest", None)  # the pointer-generator: 1
+            most = getattr(server.loaded.task, "max_nbest", None)  # a task that keeps fewer
             if most is not None and body.nbest > most:
                 raise ServeError(
                     422,

@@ -124,7 +124,6 @@ class CopyTranslationTask(Task):
 
     pad_id = PAD_ID
     inference_methods = ("translate", "translate_detailed", "explain")
-    max_nbest = 1  # the search keeps its best hypothesis only (``seqlab translate``, serve)
 
     # ------------------------------------------------------------------ data
 
@@ -347,7 +346,7 @@ class CopyTranslationTask(Task):
 
         return SearchSettings(
             beam=beam,
-            nbest=1,
+            nbest=kw.get("nbest") or 1,
             max_len_a=pick("max_len_a"),
             max_len_b=pick("max_len_b"),
             length_penalty=pick("length_penalty"),
@@ -464,9 +463,10 @@ class CopyTranslationTask(Task):
         test_compile: bool | None = None,
     ) -> list[Translation]:
         """Raw sentences → ``Translation`` records, as ``TranslationTask.translate_detailed``
-        (what ``seqlab translate --json/--plot`` and ``seqlab serve`` read): one hypothesis
-        (the search keeps the best only: ``nbest`` > 1 is refused, as is ``test_compile``),
-        its score and log P (``CopyDecoded``). With ``return_attention`` the pieces are the
+        (what ``seqlab translate --json/--plot`` and ``seqlab serve`` read): the search's
+        ``nbest`` best hypotheses (≤ ``beam``; with ``replace_unk`` only 1), best first, each
+        with its score and log P (``CopyDecoded``; ``test_compile`` is refused). With
+        ``return_attention`` (of the best hypothesis) the pieces are the
         source words + ``</s>`` (columns) and the output words + ``</s>`` (rows; no ``</s>``
         row when the length limit cut the output), the attention is ``{"cross": a (T, S)}``,
         ``p_gen`` (T,) the switch at each step and ``copied`` (T,) whether the word is
@@ -474,16 +474,20 @@ class CopyTranslationTask(Task):
         setting left None is the task config's."""
         if isinstance(sentences, str):
             raise TypeError("pass a list of sentences, e.g. [text]")
-        if nbest != self.max_nbest:
+        if not 1 <= nbest <= beam:
+            raise SeqlabError(f"need 1 <= nbest <= beam, got nbest {nbest} beam {beam}")
+        if nbest > 1 and self.cfg.replace_unk:
             raise SeqlabError(
-                f"nbest {nbest}: the pointer-generator's search returns its best "
-                "hypothesis only; ask for nbest 1"
+                f"nbest {nbest}: task.replace_unk rewrites only the best hypothesis from its "
+                "attention; ask for nbest 1, or decode with task.unk_to_copy=true"
             )
         if test_compile:
             raise SeqlabError(
                 "task 'copy_translation' has no compiled decoding; decode without compiling"
             )
-        search = dict(max_len_a=max_len_a, max_len_b=max_len_b, length_penalty=length_penalty)
+        search = dict(
+            max_len_a=max_len_a, max_len_b=max_len_b, length_penalty=length_penalty, nbest=nbest
+        )
         examples = self._examples_of(sentences)
         was_training = model.training
         model.eval()
@@ -497,7 +501,11 @@ class CopyTranslationTask(Task):
         V = len(self.tgt_vocab)
         for sentence, e, d in zip(sentences, examples, decoded):
             words = extended_to_words(d.ids, self.tgt_vocab, e.oovs)
-            t = Translation(sentence, [Hypothesis(detokenize(words), d.ids, d.score, d.log_prob)])
+            hyps = [Hypothesis(detokenize(words), d.ids, d.score, d.log_prob)]
+            for ids, score, log_prob in d.others:
+                text = detokenize(extended_to_words(ids, self.tgt_vocab, e.oovs))
+                hyps.append(Hypothesis(text, ids, score, log_prob))
+            t = Translation(sentence, hyps)
             if return_attention:  # one row per decoded step: </s> only if the search wrote it
                 ended = d.p_gen.numel() == len(d.ids) + 1  # not cut by the length limit
                 t.source_pieces = [*tokenize(sentence), "</s>"]

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import torch
@@ -165,13 +165,16 @@ class CopyDecoded:
     ranked by (beam: log P / lp; greedy: log P) and ``log_prob``: log P(Y), both under the
     distribution the search read (with ``unk_to_copy``, ``<unk>``'s mass moved to the
     copies). Teacher-forced on the decoded steps (EOS included, before ``replace_unk``):
-    ``p_gen`` (T,) and the attention a^t (T, S), S = the source's ids with its EOS."""
+    ``p_gen`` (T,) and the attention a^t (T, S), S = the source's ids with its EOS.
+    ``others``: with ``settings.nbest`` = N > 1, the search's next N − 1 hypotheses, best
+    first, as (ids without EOS, score, log P(Y))."""
 
     ids: list[int]
     score: float
     log_prob: float
     p_gen: Tensor
     attention: Tensor
+    others: list[tuple[list[int], float, float]] = field(default_factory=list)
 
 
 def decode_copy(
@@ -229,6 +232,11 @@ def decode_copy_detailed(
     """
     if block_unk + replace_unk + (unk_to_copy_vocab is not None) > 1:
         raise ValueError("decode_copy: block_unk, replace_unk and unk_to_copy: choose one")
+    if replace_unk and settings.nbest > 1:
+        raise ValueError(
+            "replace_unk rewrites the best hypothesis from its attention: decode nbest 1, or "
+            "use unk_to_copy (which works inside the search, for every hypothesis)"
+        )
     if coverage_words not in ("all", "oov"):
         raise ValueError(
             f"decode_copy: coverage_words must be 'all' or 'oov', got {coverage_words!r}"
@@ -252,6 +260,7 @@ def decode_copy_detailed(
         memory = model.encode(src, src_mask, src_ext, n_oov, **extras)
         state = model.init_state(memory, src_mask)
         B = len(batch)
+        others: list[list[tuple[list[int], float, float]]] = [[] for _ in batch]
         if settings.beam == 1:
             res = greedy(decoder, state, B, BOS_ID, EOS_ID, max_len=limit, pad_id=PAD_ID)
             tokens, lens = res.tokens, res.lengths  # (B, T), (B,)
@@ -265,6 +274,7 @@ def decode_copy_detailed(
                 EOS_ID,
                 max_len=limit,
                 beam_size=settings.beam,
+                n_best=settings.nbest,
                 alpha=settings.length_penalty,
                 pad_id=PAD_ID,
                 coverage_penalty=coverage_penalty,
@@ -272,6 +282,7 @@ def decode_copy_detailed(
             )
             tokens, lens = res.tokens[:, 0], res.lengths[:, 0]  # (B, T), (B,)
             scores, log_probs = res.scores[:, 0], res.log_probs[:, 0]  # (B,), (B,)
+            others = _other_hypotheses(res)  # B lists of N − 1
         ids = [row[:n] for row, n in zip(tokens.tolist(), lens.tolist())]
         p_gen, attention = _decoded_steps(model, src, src_mask, src_ext, n_oov, ids, extras)
         for b, (i, score, log_prob) in enumerate(zip(batch, scores.tolist(), log_probs.tolist())):
@@ -284,8 +295,24 @@ def decode_copy_detailed(
                 log_prob,
                 p_gen[b, :steps],
                 attention[b, :steps, :n_s],
+                others[b],
             )
     return out  # type: ignore[return-value]
+
+
+def _other_hypotheses(res: Any) -> list[list[tuple[list[int], float, float]]]:
+    """Hypotheses 2 … N of each row of a beam search result: (ids without EOS, score,
+    log P).  res.tokens (B, N, T), res.lengths / scores / log_probs (B, N)."""
+    rows, lens = res.tokens.tolist(), res.lengths.tolist()
+    scores, logps = res.scores.float().tolist(), res.log_probs.float().tolist()
+    out = []
+    for b in range(len(rows)):
+        hyps = []
+        for n in range(1, len(rows[b])):
+            ids = rows[b][n][: lens[b][n]]
+            hyps.append((ids[:-1] if ids and ids[-1] == EOS_ID else ids, scores[b][n], logps[b][n]))
+        out.append(hyps)
+    return out
 
 
 def _decoded_steps(

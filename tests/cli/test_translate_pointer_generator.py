@@ -1,8 +1,8 @@
 """``seqlab translate`` on a pointer-generator (copy_translation) run: text out, one line
 per input, equal to the task's own ``translate``; ``--coverage-penalty`` reaches the
 search's β; an ensemble translates; ``--json`` gives the task's records (p_gen and copies
-per output word) and ``--plot`` the attention heatmap; ``--nbest`` and ``--compile`` are
-refused in one line."""
+per output word) and ``--plot`` the attention heatmap; ``--nbest`` prints the search's n
+best; ``--compile`` is refused in one line."""
 
 import io
 import json
@@ -76,9 +76,20 @@ def test_json_and_plot_give_the_tasks_records(trained_run, capsys, tmp_path):  #
     assert sorted(p.name for p in plots.iterdir()) == ["0-cross.png", "1-cross.png"]
 
 
-@pytest.mark.parametrize("flag", [["--nbest", "2"], ["--compile"]])
-def test_nbest_and_compile_are_refused(trained_run, capsys, flag):  # noqa: F811
+def test_nbest_prints_the_searchs_n_best_per_input(trained_run, capsys):  # noqa: F811
     run = trained_run / f"bench-{bench.PRESETS['plain']}"
-    assert main(["translate", str(run), SENTENCES[0], *flag]) == 2
+    loaded = api.load(run)
+    want = loaded.task.translate_detailed(loaded.model, SENTENCES, beam=3, nbest=2)
+    assert main(["translate", str(run), *SENTENCES, "--beam", "3", "--nbest", "2"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines == [
+        f"{i}\t{h.score:.4f}\t{h.text}" for i, t in enumerate(want) for h in t.hypotheses
+    ]
+    assert len(lines) == 4 and lines[0].split("\t")[2] == want[0].text
+
+
+def test_compile_is_refused(trained_run, capsys):  # noqa: F811
+    run = trained_run / f"bench-{bench.PRESETS['plain']}"
+    assert main(["translate", str(run), SENTENCES[0], "--compile"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
-    assert len(err) == 1 and f"{flag[0]}:" in err[0] and f"drop {flag[0]}" in err[0]
+    assert len(err) == 1 and "--compile:" in err[0] and "drop --compile" in err[0]

@@ -1,7 +1,7 @@
 """``seqlab serve`` on a pointer-generator (copy_translation) run: POST /translate answers as
 ``seqlab translate --json`` does, with the copy switch p_gen and the copied words per output
 row beside the attention; a name outside the target vocabulary comes back copied; an n-best
-list is refused by its field."""
+list is the search's n best."""
 
 from __future__ import annotations
 
@@ -55,10 +55,13 @@ def test_translate_equals_the_cli_with_p_gen_and_copies(pg, pointer_generator_di
     assert "p_gen" not in plain  # only with the attention
 
 
-def test_an_nbest_list_is_refused_by_its_field(pg):
+def test_an_nbest_list_is_the_searchs_n_best(pg, pointer_generator_model):
     r = pg.post("/translate", json={"text": NAMED[0], "beam": 3, "nbest": 2})
-    assert r.status_code == 422
-    assert r.json()["field"] == "nbest" and "send nbest 1" in r.json()["error"]
+    assert r.status_code == 200
+    got = r.json()["translations"][0]["hypotheses"]
+    m = pointer_generator_model
+    want = m.task.translate_detailed(m.model, [NAMED[0]], beam=3, nbest=2)[0].hypotheses
+    assert got == [h.text for h in want] and len(got) == 2
 
 
 def test_an_ensemble_is_served_as_its_pool(pointer_generator_dir, pg):
