@@ -7,7 +7,8 @@ writing its JSON record and PNG figures (docs/inspect.md).
     seqlab inspect positional [--out DIR] [--d-model D] [--positions P] [--offsets 1,5,50]
     seqlab inspect attention-speed [--out DIR] [--lengths 16,64,256] [--width D] [--batch B]
     seqlab inspect trace CHECKPOINT [INPUT ...] [--out DIR] [--png] [--beam K] [--split S]
-        [--seed S]      (attention / copy gate / coverage / pointer gate / NTM memory records)
+        [--seed S]      (attention / copy gate / coverage / pointer gate / pointer network /
+                        NTM memory records)
 
 ``benchmarks/complexity.py`` runs the same sweep as ``inspect complexity`` and also writes
 its section of docs/results.md.
@@ -202,7 +203,9 @@ def add_commands(sub: Any) -> None:
     t.add_argument("--out", default=DEFAULT_OUT, help=f"output folder (default {DEFAULT_OUT})")
     t.add_argument("--png", action="store_true", help="also write the heatmaps")
     t.add_argument("--beam", type=int, default=1, help="beam width (1 = greedy)")
-    t.add_argument("--split", default="test", help="caption: split of the scene indices")
+    t.add_argument(
+        "--split", default="test", help="caption, pointer: split of the scene / example indices"
+    )
     t.add_argument("--seed", type=int, default=0, help="ntm: which random example")
     t.add_argument("--exported", metavar="DIR",
                    help="trace the files seqlab export wrote there (copy_translation, "

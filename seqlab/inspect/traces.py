@@ -16,8 +16,11 @@ Per task (inputs → the task's method → arrays and their axes):
   Transformer, (layer, rows, cols) for ConvS2S, (rows, cols) for Bahdanau / Luong.
 * copy_translation: sentences → ``explain`` → ``attention``, ``coverage`` (target,
   source); ``p_gen``, ``cov_loss`` (target).
-* lm (pointer_sentinel): texts → ``explain`` → ``gate``, ``log_p`` (target); ``pointer``
-  (target, input).
+* lm: texts → ``explain`` → ``log_p`` (target); pointer_sentinel also ``gate`` (target),
+  ``pointer`` (target, input); transformer_lm ``self_attention`` (layer, head, target,
+  input).
+* pointer (pointer_net): example indices of ``split`` → ``decode``, then
+  ``attention_maps`` on the decoded output → ``p_position`` (target, input), ``points``.
 * ntm: sequence lengths → ``trace(memory=True)`` → ``read_weights``, ``write_weights``
   (time, head, location); ``memory`` (time, location, width); ``x``, ``y``, ``mask``,
   ``outputs`` (time, …).
@@ -33,6 +36,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import torch
 
 from seqlab.errors import SeqlabError
@@ -62,6 +66,8 @@ AXES = {
     "pointer": ("target", "input"),
     "log_p": ("target",),
     "self_attention": ("layer", "head", "target", "input"),
+    "p_position": ("target", "input"),
+    "points": ("point", "coordinate"),
     "alpha": ("target", "region"),
     "beta": ("target",),
     "image": ("y", "x", "rgb"),
@@ -76,6 +82,10 @@ MEANING = {
     "log_p": "ln p(target_t | inputs 0 … t)",
     "self_attention": "α^l_h[t, i] (Vaswani et al. 2017, §3.2.3): weight of input i when "
     "layer l, head h computes position t; 0 for i > t; rows sum to 1",
+    "p_position": "p(C_t = j | C_<t, P) (Vinyals et al. 2015, eq. 3) along the decoded "
+    "output: column 0 is END, column j the input point j − 1; rows sum to 1; 0 where "
+    "task.mask_chosen masks a point already chosen",
+    "points": "the input points P_j (sort: one number, hull: x and y)",
     "alpha": "α_ti (Xu et al. 2015): weight of region i = cell (i // w, i % w) of info.grid "
     "when emitting word t; rows sum to 1",
     "beta": "gate β_t = σ(f_β(h_{t−1})) in [0, 1] scaling the context",
@@ -189,12 +199,56 @@ def _caption(loaded: Any, inputs: Sequence[Any], base: dict, beam: int, split: s
     return records
 
 
+def _pointer(loaded: Any, inputs: Sequence[Any], base: dict, beam: int, split: str, **_: Any):
+    """Pointer network: decode examples of ``split`` (``test``: the training n's test set)
+    with ``beam``, then teacher-force the model on its own output for the pointer
+    distribution of every step (``PointerNet.attention_maps``)."""
+    import dataclasses
+
+    from seqlab.models.pointer_net import END
+
+    task, model = loaded.task, loaded.model
+    if task.cfg.input != "vectors":
+        raise SeqlabError(
+            f"{loaded.checkpoint}: a seq2seq baseline ({loaded.config.model}) has no pointer "
+            "distribution; trace a pointer_net run"
+        )
+    name = f"test_n{task.cfg.n}" if split == "test" else split
+    examples = task.examples(name)
+    indices = _ints(inputs or [0], f"example indices of split {name!r}", 0, len(examples))
+    chosen = [examples[i] for i in indices]
+    cfg = task.cfg
+    task.cfg = dataclasses.replace(cfg, beam_size=beam)
+    try:
+        decoded = task.decode(model, chosen)
+    finally:
+        task.cfg = cfg
+    device = next(model.parameters()).device
+    records = []
+    for i, (points, canonical), out in zip(indices, chosen, decoded):
+        src = torch.as_tensor(points, dtype=torch.float32, device=device)[None]  # (1, n, D)
+        mask = torch.ones(src.shape[:2], dtype=torch.bool, device=device)  # (1, n)
+        y_in = torch.tensor([[END, *(int(j) + 1 for j in out)]], device=device)  # (1, T)
+        dist = model.attention_maps(src, mask, y_in, torch.ones_like(y_in, dtype=torch.bool))
+        info = {"problem": cfg.problem, "split": name, "index": i, "beam": beam,
+                "output": out.tolist(), "reference": canonical.tolist(),
+                "exact": bool(np.array_equal(out, canonical))}  # fmt: skip
+        n = len(points)
+        tokens = {"input": ["END", *map(str, range(n))], "target": [*map(str, out), "END"]}
+        record = Trace("pointer", tokens=tokens, info=info, **base)
+        record.add("p_position", dist["pointer"][0], AXES["p_position"], MEANING["p_position"])
+        record.add("points", torch.as_tensor(points), AXES["points"], MEANING["points"])
+        records.append(record)
+    return records
+
+
 _BUILDERS: dict[str, Callable[..., list[Trace]]] = {
     "translation": _translation,
     "copy_translation": _copy_translation,
     "lm": _lm,
     "ntm": _ntm,
     "caption": _caption,
+    "pointer": _pointer,
 }
 TRACED_TASKS = tuple(_BUILDERS)
 
@@ -280,6 +334,17 @@ def plot_trace(record: Trace, stem: str | Path) -> list[Path]:
                 _png(stem),
                 title,
                 caption="pointer weights a_i (row sum = 1 − g); row label: word (sentinel g)",
+            )  # fmt: skip
+        ]
+    if record.kind == "pointer":
+        return [
+            plot_attention(
+                torch.from_numpy(a["p_position"]),
+                tok["input"],
+                tok["target"],
+                _png(stem),
+                f"{title}, {record.info['problem']} {record.info['split']} #{record.info['index']}",
+                caption="p(C_t = j | C_<t, P): rows sum to 1; row label: the index chosen",
             )  # fmt: skip
         ]
     if record.kind == "ntm":

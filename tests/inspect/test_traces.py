@@ -388,3 +388,36 @@ def test_cli_bad_input_is_one_line(request, tmp_path, capsys, which, argv, messa
     code, out, err = _main(capsys, "inspect", "trace", target, *argv, "--out", tmp_path)
     assert code == 2 and message in err and err.count("\n") == 1 and not out
     assert not list(tmp_path.glob("trace-*"))
+
+
+# ------------------------------------------------------------------ pointer network
+
+
+@pytest.mark.parametrize("problem", ["sort", "hull"])
+def test_pointer_network_distribution_along_its_own_output(tmp_path, problem):
+    """p(C_t = j | C_<t, P) per decoded step: rows sum to 1; greedy decoding picked each
+    row's argmax (the distribution is the one the search read); a point chosen before has
+    probability 0 (mask_chosen); the record re-plots from the files."""
+    config = {
+        "task": {"name": "pointer", "problem": problem, "n": 6, "test_n": [6], "n_train": 64,
+                 "n_valid": 8, "n_test": 8},
+        "model": {"name": "pointer_net", "hidden_size": 16, "attn_dim": 16, "dropout": 0.0,
+                  "mask_chosen": True},
+        "train": {"max_steps": 3, "precision": "fp32", "batch": {"max_tokens": 200},
+                  "valid_every": 3, "save_every": 3, "progress": False, "threads": 1},
+    }  # fmt: skip
+    keeping_threads(api.train, config, run_dir=tmp_path / "run", quiet=True)
+    loaded = api.load(tmp_path / "run")
+    records = trace(loaded, [0, 3])
+    for record in records:
+        p, out = record.arrays["p_position"], record.info["output"]
+        assert p.shape == (len(out) + 1, 7) and record.arrays["points"].shape[0] == 6
+        np.testing.assert_allclose(p.sum(1), 1.0, rtol=0, atol=1e-5)
+        assert [int(j) for j in p.argmax(1)] == [j + 1 for j in out] + [0]  # greedy = argmax
+        for t in range(len(out)):
+            assert (p[t, [j + 1 for j in out[:t]]] == 0).all()  # chosen before: masked
+        assert record.tokens["target"] == [*map(str, out), "END"]
+    back = _round_trip(records[0], tmp_path / "ptr")
+    assert plot_trace(back, tmp_path / "ptr")[0].read_bytes()[:8] == PNG
+    with pytest.raises(SeqlabError, match=r"example indices of split 'test_n6'"):
+        trace(loaded, [8])
