@@ -4,7 +4,7 @@ vs word level").
     python benchmarks/char_vs_word.py [--levels word,char] [--minutes 15] [--data-dir DIR]
         [--out docs/results.md] [--runs-dir runs] [key=value ...]
 
-Trains ``configs/ptb-lstm.yaml`` (words) and ``configs/ptb-char-lstm.yaml`` (characters):
+Trains ``configs/ptb-lstm.yaml`` (words) and ``configs/ptb-lstm-char.yaml`` (characters):
 the same PTB files, the same 2 × 400 LSTM core, each with its preset's own batching and
 optimiser, for ``--minutes`` each (``benchmarks/lm.py``'s ``run_preset``: the better of
 the best and the last checkpoint). Both are scored on PTB valid and test in **bits per
@@ -46,7 +46,7 @@ from seqlab import api  # noqa: E402
 from seqlab.atomic_file import write_atomic  # noqa: E402
 
 HEADING = "## Character- vs word-level language models (PTB)"
-PRESETS = {"word": "ptb-lstm", "char": "ptb-char-lstm"}
+PRESETS = {"word": "ptb-lstm", "char": "ptb-lstm-char"}
 SPLITS = ("valid", "test")
 
 

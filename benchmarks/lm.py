@@ -16,7 +16,9 @@ the trainer fits T to the budget at the end of the warmup and refits it every 50
 from its recent speed, validations included (docs/training.md). Step-decay presets (the
 PTB RNNs: η × 0.8 per epoch) need nothing.
 
-Two presets are derived here rather than shipped: ``ptb-pointer-baseline`` is
+Two presets are derived here (and shipped as configs/ptb-pointer-baseline.yaml and
+configs/shakespeare-nanogpt.yaml, which a test keeps equal to the derivation):
+``ptb-pointer-baseline`` is
 configs/ptb-pointer-sentinel.yaml with ``model.name: rnn_lm`` (the same LSTM without the
 pointer, its baseline at equal size and budget) and ``shakespeare-char-nanogpt`` is the
 character Transformer preset at nanoGPT's CPU model (4 layers, width 128, context 64,
@@ -98,6 +100,14 @@ DERIVED: dict[str, tuple[str, dict[str, dict[str, Any]], tuple[str, ...]]] = {
         },
         (),
     ),
+}
+# The derived presets are shipped too, so that ``seqlab train`` runs them directly; a test
+# checks each file against its DERIVED spec. (The nanoGPT file's name sorts after
+# configs/shakespeare-char-transformer.yaml, which ``seqlab compare shakespeare`` keeps as
+# the transformer_lm preset.)
+SHIPPED_AS = {
+    "ptb-pointer-baseline": "ptb-pointer-baseline",
+    "shakespeare-char-nanogpt": "shakespeare-nanogpt",
 }
 # preset: (split, metric, target (≤), published reference), issue 5's targets.
 TARGETS: dict[str, tuple[str, str, float | None, str]] = {

@@ -102,3 +102,17 @@ def test_the_nanogpt_preset_is_nanogpts_cpu_model_trained_with_muon():
     run = resolve_run(data, [])
     model = torch.nn.Sequential(torch.nn.Embedding(5, 4), torch.nn.Linear(4, 4))
     assert isinstance(build_optimizer(model, run.train.optim), MuonAdamW)
+
+
+def test_the_shipped_derived_presets_are_their_base_with_the_stated_changes():
+    """configs/shakespeare-nanogpt.yaml and configs/ptb-pointer-baseline.yaml are
+    shipped so that ``seqlab train`` runs them directly; each must stay its base preset
+    with only the changes ``DERIVED`` states (the benchmark's like-for-like comparison)."""
+    from benchmarks.lm import DERIVED, ROOT, SHIPPED_AS
+    from seqlab.config import load_yaml
+
+    assert set(SHIPPED_AS) == set(DERIVED)
+    for name in DERIVED:
+        shipped = load_yaml(ROOT / "configs" / f"{SHIPPED_AS[name]}.yaml")
+        assert shipped == load_preset(name), name
+        assert resolve_run(shipped, []).to_dict() == resolve_run(load_preset(name), []).to_dict()
