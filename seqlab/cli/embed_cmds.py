@@ -1,15 +1,18 @@
 """``seqlab embed``: train, evaluate and inspect word vectors (word2vec text files).
 
-    seqlab embed train {sgns,glove,ppmi} [--data-dir DIR [--sources S,…] | --text FILE]
-        [--out FILE.txt] [--dim D] [--epochs N] [--minutes M] [--window W] [--min-count C]
-        [--seed S] [--glove-adagrad {paper,glove.c}]
+    seqlab embed train {sgns,glove,ppmi,embed/NAME,FILE.yaml}
+        [--data-dir DIR [--sources S,…] | --text FILE] [--out FILE.txt] [--dim D]
+        [--epochs N] [--minutes M] [--window W] [--min-count C] [--seed S]
+        [--glove-adagrad {paper,glove.c}]
     seqlab embed eval FILE.txt [--data-dir DIR]
     seqlab embed neighbours FILE.txt WORD [-k K]
     seqlab embed tsne FILE.txt --words W1 W2 … --out MAP.png
 
 ``train`` builds the corpus (PTB train + Multi30k English train + MR by default;
 ``--sources ptb,multi30k,mr,conll`` adds the CoNLL-2003 train split; or any ``--text``
-file), trains, writes the vectors and prints what it did. ``eval`` prints the analogy
+file), trains, writes the vectors and prints what it did. A preset (``embed/sgns``: the
+settings of docs/results.md's table, ``seqlab.cli.embed_presets``) sets the method and
+its flags; flags given on the command line win. ``eval`` prints the analogy
 (questions-words, 3CosAdd) and similarity (SimLex-999, WordSim-353) table with coverages.
 """
 
@@ -116,7 +119,10 @@ def train_vectors(
 
 
 def _cmd_train(args: argparse.Namespace) -> int:
+    from seqlab.cli.embed_presets import apply_preset
     from seqlab.data.word_vectors_io import save_word2vec_text
+
+    apply_preset(args, METHODS)
 
     if args.dim < 1 or (args.epochs is not None and args.epochs < 1):
         raise SeqlabError("--dim and --epochs must be >= 1")
@@ -207,7 +213,11 @@ def add_command(sub: argparse._SubParsersAction) -> None:
     inner = p.add_subparsers(dest="embed_command", metavar="SUBCOMMAND", required=True)
 
     t = inner.add_parser("train", help="train word vectors, write word2vec text format")
-    t.add_argument("method", choices=METHODS)
+    t.add_argument(
+        "method",
+        metavar="METHOD_OR_PRESET",
+        help=f"{', '.join(METHODS)}, or a preset: embed/sgns (configs/embed/*.yaml) or a YAML file",
+    )
     t.add_argument("--data-dir", help="shared data folder (default ../shared/data)")
     t.add_argument("--text", help="train on this text file instead (one sentence a line)")
     t.add_argument(
@@ -216,17 +226,17 @@ def add_command(sub: argparse._SubParsersAction) -> None:
         "(CoNLL-2003 train only); default ptb,multi30k,mr",
     )
     t.add_argument("--out", help="output file (default METHOD.txt)")
-    t.add_argument("--dim", type=int, default=100)
+    t.add_argument("--dim", type=int, help="vector size (default 100)")
     t.add_argument("--epochs", type=int, help="passes (default: sgns 10, glove 50)")
     t.add_argument("--minutes", type=float, help="stop training after this many minutes")
     t.add_argument("--window", type=int, help="context radius (default: sgns/ppmi 5, glove 10)")
-    t.add_argument("--min-count", type=int, default=5, help="drop rarer words")
-    t.add_argument("--seed", type=int, default=0)
+    t.add_argument("--min-count", type=int, help="drop rarer words (default 5)")
+    t.add_argument("--seed", type=int, help="default 0")
     t.add_argument(
         "--glove-adagrad",
         choices=("paper", "glove.c"),
-        default="paper",
-        help="GloVe's AdaGrad: the paper's (accumulator from 0) or glove.c's (from 1/lr^2)",
+        help="GloVe's AdaGrad: the paper's (accumulator from 0; default) or glove.c's (from "
+        "1/lr^2)",
     )
     t.add_argument(
         "--subsample",

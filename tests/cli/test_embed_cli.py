@@ -115,3 +115,39 @@ def test_bad_vector_file_exits_2_naming_file_and_line(tmp_path, capsys):
     err = capsys.readouterr().err
     assert f"{bad}:3: found 2 values, expected 3" in err
     assert main(["embed", "neighbours", str(tmp_path / "missing.txt"), "king"]) == 2
+
+
+def test_a_preset_sets_the_method_and_flags_and_the_command_line_wins(tmp_path, capsys):
+    text = _planted_text(tmp_path)
+    preset = tmp_path / "mine.yaml"
+    out = tmp_path / "from-preset.txt"
+    preset.write_text(f"method: ppmi\ndim: 6\nwindow: 2\nout: {out}\n", encoding="utf-8")
+    assert main(["embed", "train", str(preset), "--text", str(text)]) == 0
+    assert load_word2vec_text(out).dim == 6 and "ppmi: 26 words × 6 dims" in capsys.readouterr().out
+    assert main(["embed", "train", str(preset), "--text", str(text), "--dim", "4"]) == 0
+    assert load_word2vec_text(out).dim == 4  # the flag wins over the preset
+    bad = tmp_path / "bad.yaml"
+    for body, message in [
+        ("method: sgns\ndims: 6\n", "bad.yaml: unknown key 'dims'"),
+        ("method: sgns\ndim: six\n", "bad.yaml: dim: expected int, got 'six'"),
+        ("method: fasttext\n", "bad.yaml: method: expected one of sgns, glove, ppmi"),
+    ]:
+        bad.write_text(body, encoding="utf-8")
+        assert main(["embed", "train", str(bad), "--text", str(text)]) == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and message in err[0], (message, err)
+    assert main(["embed", "train", "word2vec", "--text", str(text)]) == 2
+    assert "neither a method (sgns, glove, ppmi) nor a preset file" in capsys.readouterr().err
+
+
+def test_the_shipped_presets_are_the_results_tables_settings():
+    from benchmarks.embeddings import EPOCH_CAP
+    from seqlab.cli.embed_cmds import METHODS
+    from seqlab.cli.embed_presets import load_embed_preset
+
+    for method in METHODS:
+        p = load_embed_preset(f"embed/{method}", METHODS)
+        assert p["method"] == method and p["dim"] == 100
+        assert p.get("epochs", 1) == EPOCH_CAP[method]
+        assert p.get("minutes", 6) == 6  # the table's --minutes 6 (PPMI-SVD is one-shot)
+    assert load_embed_preset("embed/glove", METHODS)["glove_adagrad"] == "glove.c"
