@@ -66,7 +66,7 @@ def preflight(cfg: Any, data_dir: Path | None) -> list[str]:
             where = f" (nor under the data folder {data_dir})" if looked else ""
             missing.append(f"{key}: {value} does not exist{where}")
     if missing:
-        raise SeqlabError(
-            "; ".join(missing) + " — fix the path, or pass --data-dir where the files are"
-        )
+        tasks = any(m.startswith("task.") for m in missing)
+        hint = "fix the path, or pass --data-dir where the files are" if tasks else "fix the path"
+        raise SeqlabError("; ".join(missing) + f" — {hint}")
     return lines

@@ -94,6 +94,9 @@ def test_config_validate_checks_the_device_precision_and_every_input_file(capsys
     )
     assert "task.tgt_embeddings_path: /no/vec.txt does not exist — fix the path" in err[0]
     assert err[0].count("does not exist") == 2
+    assert main(["config", "validate", str(preset), "train.init_from=runs/none"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.endswith("train.init_from: runs/none does not exist — fix the path")
     assert main(["config", "validate", str(preset), "train.precision=fp16"]) == 2
     assert "precision=fp16 is not supported on CPU" in capsys.readouterr().err
 
