@@ -31,7 +31,6 @@ from __future__ import annotations
 import argparse
 import datetime
 import json
-import math
 import shlex
 import sys
 from pathlib import Path
@@ -44,6 +43,7 @@ from benchmarks.lm import run_preset  # noqa: E402
 from benchmarks.results_doc import machine_description, write_section  # noqa: E402
 from seqlab import api  # noqa: E402
 from seqlab.atomic_file import write_atomic  # noqa: E402
+from seqlab.eval.perplexity import bits_per_char  # noqa: E402
 
 HEADING = "## Character- vs word-level language models (PTB)"
 PRESETS = {"word": "ptb-lstm", "char": "ptb-lstm-char"}
@@ -51,8 +51,9 @@ SPLITS = ("valid", "test")
 
 
 def bpc_of_word_model(nll_per_word: float, words: int, chars: int) -> float:
-    """Bits per character of a word model: (NLL / N_word) · (W / C) / ln 2."""
-    return nll_per_word * words / chars / math.log(2.0)
+    """Bits per character of a word model: (NLL / N_word) · (W / C) / ln 2, i.e. the
+    split's estimated total NLL, (NLL / N_word) · W, over its C characters."""
+    return bits_per_char(nll_per_word * words, chars)
 
 
 def text_counts(data_dir: str | None) -> dict[str, dict[str, int]]:
@@ -100,7 +101,7 @@ def render(rows: list[dict[str, Any]], counts: dict[str, dict[str, int]]) -> str
         lines += [f"Command: `{command}`", "", run_on, ""]
     head = ("| level | preset | params | train min | updates | epochs | tokens/s | text read "
             "(chars/s) | valid bpc | test bpc | word ppl (valid / test) |")  # fmt: skip
-    lines += [head, "|" + "---|" * 11]
+    lines += [head, "|" + "---|" * (head.count("|") - 1)]
     for r in rows:
         ppl = f"{r['valid_ppl']:.1f} / {r['test_ppl']:.1f}" if r["level"] == "word" else "—"
         lines.append(

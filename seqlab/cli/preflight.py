@@ -20,16 +20,11 @@ from seqlab.errors import SeqlabError
 
 __all__ = ["input_paths", "preflight"]
 
-# task fields that are output folders, not inputs, though their names end like one
-_OUTPUTS = frozenset({"cache_dir"})
-
 
 def _is_input(name: str) -> bool:
-    return name not in _OUTPUTS and (
-        name == "path"
-        or name.endswith(("_path", "_src", "_tgt"))
-        or name in ("init_lm", "distill_tgt")
-    )
+    """An input file's field: ``path``, ``*_path``, ``*_src``, ``*_tgt``, ``init_lm`` (an
+    output folder such as ``cache_dir`` does not match)."""
+    return name in ("path", "init_lm") or name.endswith(("_path", "_src", "_tgt"))
 
 
 def input_paths(cfg: Any) -> list[tuple[str, str]]:

@@ -203,8 +203,6 @@ def _pointer(loaded: Any, inputs: Sequence[Any], base: dict, beam: int, split: s
     """Pointer network: decode examples of ``split`` (``test``: the training n's test set)
     with ``beam``, then teacher-force the model on its own output for the pointer
     distribution of every step (``PointerNet.attention_maps``)."""
-    import dataclasses
-
     from seqlab.models.pointer_net import END
 
     task, model = loaded.task, loaded.model
@@ -217,12 +215,8 @@ def _pointer(loaded: Any, inputs: Sequence[Any], base: dict, beam: int, split: s
     examples = task.examples(name)
     indices = _ints(inputs or [0], f"example indices of split {name!r}", 0, len(examples))
     chosen = [examples[i] for i in indices]
+    decoded = task.decode(model, chosen, beam)
     cfg = task.cfg
-    task.cfg = dataclasses.replace(cfg, beam_size=beam)
-    try:
-        decoded = task.decode(model, chosen)
-    finally:
-        task.cfg = cfg
     device = next(model.parameters()).device
     records = []
     for i, (points, canonical), out in zip(indices, chosen, decoded):
@@ -313,40 +307,23 @@ def plot_trace(record: Trace, stem: str | Path) -> list[Path]:
             caption="coverage c^t = Σ_{t'<t} a^{t'}, scaled to its maximum", vmax=None,
         )  # fmt: skip
         return [att, cov]
+
+    def one_map(name: str, rows: list[str], caption: str, heading: str = title) -> list[Path]:
+        weights = torch.from_numpy(a[name])
+        return [plot_attention(weights, tok["input"], rows, _png(stem), heading, caption=caption)]
+
     if record.kind == "lm" and "self_attention" in a:
-        return [
-            plot_attention(
-                torch.from_numpy(a["self_attention"]),
-                tok["input"],
-                tok["target"],
-                _png(stem),
-                title,
-                caption="masked self-attention α (rows sum to 1); row: the token predicted",
-            )  # fmt: skip
-        ]
+        caption = "masked self-attention α (rows sum to 1); row: the token predicted"
+        return one_map("self_attention", tok["target"], caption)
     if record.kind == "lm":
         rows = [f"{w} (g {g:.2f})" for w, g in zip(tok["target"], a["gate"])]
-        return [
-            plot_attention(
-                torch.from_numpy(a["pointer"]),
-                tok["input"],
-                rows,
-                _png(stem),
-                title,
-                caption="pointer weights a_i (row sum = 1 − g); row label: word (sentinel g)",
-            )  # fmt: skip
-        ]
+        caption = "pointer weights a_i (row sum = 1 − g); row label: word (sentinel g)"
+        return one_map("pointer", rows, caption)
     if record.kind == "pointer":
-        return [
-            plot_attention(
-                torch.from_numpy(a["p_position"]),
-                tok["input"],
-                tok["target"],
-                _png(stem),
-                f"{title}, {record.info['problem']} {record.info['split']} #{record.info['index']}",
-                caption="p(C_t = j | C_<t, P): rows sum to 1; row label: the index chosen",
-            )  # fmt: skip
-        ]
+        info = record.info
+        heading = f"{title}, {info['problem']} {info['split']} #{info['index']}"
+        caption = "p(C_t = j | C_<t, P): rows sum to 1; row label: the index chosen"
+        return one_map("p_position", tok["target"], caption, heading)
     if record.kind == "ntm":
         from seqlab.inspect.memory import plot_memory
 

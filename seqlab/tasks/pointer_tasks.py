@@ -232,10 +232,13 @@ class PointerTask(Task):
     # ------------------------------------------------------------------ decoding
 
     @torch.no_grad()
-    def decode(self, model: nn.Module, examples: list[Example]) -> list[np.ndarray]:
+    def decode(
+        self, model: nn.Module, examples: list[Example], beam: int | None = None
+    ) -> list[np.ndarray]:
         """Decoded 0-based index sequences (END removed; −1 for a token that is not one
-        of the example's inputs), greedy or beam (``beam_size``), in batches of
-        ``eval_batch``."""
+        of the example's inputs), greedy or beam (``beam``, default ``task.beam_size``), in
+        batches of ``eval_batch``."""
+        beam = self.cfg.beam_size if beam is None else beam
         device = next(model.parameters()).device
         vectors = self.cfg.input == "vectors"
         bos, eos, pad = (END, END, POS_PAD) if vectors else (BOS_ID, EOS_ID, PAD_ID)
@@ -247,12 +250,10 @@ class PointerTask(Task):
             state = model.init_state(memory, batch.src_mask)
             max_len = max(len(p) for p, _ in chunk) + 1
             B = len(chunk)
-            if self.cfg.beam_size == 1:
+            if beam == 1:
                 tokens = greedy(model, state, B, bos, eos, max_len, pad_id=pad).tokens  # (B, T)
             else:
-                result = beam_search(
-                    model, state, B, bos, eos, max_len, beam_size=self.cfg.beam_size, pad_id=pad
-                )
+                result = beam_search(model, state, B, bos, eos, max_len, beam_size=beam, pad_id=pad)
                 tokens = result.tokens[:, 0]  # (B, T) the best hypothesis
             first = 1 if vectors else N_SPECIAL  # the id of input 0
             for row, (points, _) in zip(tokens.tolist(), chunk):
